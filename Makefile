@@ -1,0 +1,30 @@
+# Each target bootstraps .venv from the pinned requirements on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+DEMO_DIR ?= runs/demo
+# Sized for 2 CPU cores and < 10 minutes: ELECTRA-Small, short schedule, learned 8k vocab.
+DEMO_FLAGS ?= --preset small --vocab_size 8192 --batch_size 32 --train_steps 200 \
+	--warmup_steps 20 --checkpoint_every 50 --eval_batches 10
+
+.PHONY: pretrain test clean-demo
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+pretrain: $(VENV)/.runtime
+	$(PY) pretrain.py --corpus 'data/demo/corpus/*.txt' --model_dir $(DEMO_DIR) $(DEMO_FLAGS)
+
+test: $(VENV)/.dev
+	$(PY) -m pytest -q tests
+
+clean-demo:
+	rm -rf $(DEMO_DIR)

@@ -1,0 +1,291 @@
+"""Raw text -> packed pretraining examples -> TFRecord shards.
+
+Usage:
+  python -m electra_tf.data.build_pretraining_data --corpus 'texts/*.txt' \
+      --vocab vocab.txt --output_dir shards/ --max_seq_length 128 --num_shards 64 \
+      [--num_processes 8] [--nolower_case]
+
+Streaming and bounded in memory: lines are read, sentence-split and tokenized in small
+batches; each worker process owns a disjoint set of input files and of output shards
+(shard i belongs to worker i % num_processes) and writes each example to its next shard in
+turn, as the official builder does. Shards are written to a temporary name and renamed when
+complete, so a crash never leaves a truncated shard under a final name. Output is
+deterministic for a given corpus, vocab, seed and number of processes.
+"""
+
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+import queue
+import random
+import sys
+import time
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf.text import corpus, vocab as vocab_lib
+from electra_tf.text.sentences import split_sentences
+
+MANIFEST = "manifest.json"
+SHARD_PATTERN = "pretrain_data.tfrecord-{:05d}-of-{:05d}"
+_SENTENCES_PER_BATCH = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """Everything that determines the examples written (recorded in the manifest)."""
+
+    vocab_path: str
+    max_seq_length: int = 128
+    lower_case: bool = True
+    strip_accents: bool = True
+    split_sentences: bool = True
+    seed: int = 12345
+
+
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
+    """Yields (path, token ids) per sentence and (path, None) at each document end."""
+    import tensorflow as tf
+
+    from electra_tf.text.tokenizer import make_tokenizer
+
+    tokenizer = make_tokenizer(options.vocab_path, options.lower_case, options.strip_accents)
+    pending = []  # sentences (str) or None (document end), in corpus order
+
+    def flush(path):
+        texts = [s for s in pending if s is not None]
+        ids = iter(_as_lists(tokenizer(tf.constant(texts, tf.string))) if texts else [])
+        for item in pending:
+            yield path, (None if item is None else next(ids))
+        pending.clear()
+
+    for path in paths:
+        for line in corpus.read_lines(path, stats):
+            if not line.strip():
+                pending.append(None)
+            elif options.split_sentences:
+                pending.extend(split_sentences(line))
+            else:
+                pending.append(line.strip())
+            if len(pending) >= _SENTENCES_PER_BATCH:
+                yield from flush(path)
+        pending.append(None)  # a file end is a document end
+        yield from flush(path)
+        yield path, "end_of_file"
+
+
+def _as_lists(ids):
+    # keras-hub returns Python lists for eager string inputs, a RaggedTensor otherwise.
+    return ids if isinstance(ids, list) else ids.to_list()
+
+
+def _serialize(example) -> bytes:
+    import tensorflow as tf
+
+    def feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    return tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": feature(example.input_ids),
+        "input_mask": feature(example.input_mask),
+        "segment_ids": feature(example.segment_ids),
+    })).SerializeToString()
+
+
+def _run_worker(worker, num_workers, files, output_dir, num_shards, options, progress):
+    """Packs `files[worker::num_workers]` into shards `worker::num_workers`."""
+    import tensorflow as tf
+
+    from electra_tf.data.packing import ExampleBuilder
+
+    tokens = vocab_lib.load_vocab(options.vocab_path)
+    ids = vocab_lib.special_token_ids(tokens)
+    rng = random.Random(options.seed * 1_000_003 + worker)
+    builder = ExampleBuilder(options.max_seq_length, ids["cls_token_id"],
+                             ids["sep_token_id"], ids["pad_token_id"], rng)
+    shard_indices = list(range(worker, num_shards, num_workers))
+    finals = [os.path.join(output_dir, SHARD_PATTERN.format(i, num_shards))
+              for i in shard_indices]
+    temps = [f"{path}.tmp-{os.getpid()}" for path in finals]
+    writers = [tf.io.TFRecordWriter(path) for path in temps]
+    stats = corpus.DecodeStats()
+    my_files = files[worker::num_workers]
+    written = real_tokens = 0
+    try:
+        for path, item in _tokenized_stream(my_files, options, stats):
+            if isinstance(item, str):  # end of file
+                progress.put((os.path.getsize(path), 0))
+                continue
+            example = builder.end_document() if item is None else builder.add_sentence(item)
+            if example is not None:
+                writers[written % len(writers)].write(_serialize(example))
+                written += 1
+                real_tokens += sum(example.input_mask)
+                if written % 1000 == 0:
+                    progress.put((0, 1000))
+    finally:
+        for writer in writers:
+            writer.close()
+    for temp, final in zip(temps, finals):
+        os.replace(temp, final)
+    progress.put((0, written % 1000))
+    return {"examples": written, "tokens": real_tokens, "bad_lines": stats.bad_lines,
+            "files_with_bad_bytes": sorted(stats.files_with_bad_bytes)}
+
+
+def _worker_entry(args, results):
+    try:
+        results.put(("ok", args[0], _run_worker(*args)))
+    except Exception as e:  # reported by the parent with the worker's index
+        results.put(("error", args[0], f"{type(e).__name__}: {e}"))
+
+
+def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
+                           num_shards: int = 1, num_processes: int = 1,
+                           show_progress: bool = True) -> dict:
+    """Builds the shards and `manifest.json` in `output_dir`; returns the manifest."""
+    from tqdm import tqdm
+
+    files = corpus.expand_corpus(corpus_pattern)
+    vocab_lib.load_vocab(options.vocab_path)  # fail early on a bad vocab
+    if num_shards < 1:
+        raise corpus.CorpusError(f"--num_shards={num_shards} must be at least 1.")
+    num_processes = max(1, min(num_processes, num_shards, len(files)))
+    os.makedirs(output_dir, exist_ok=True)
+    for name in os.listdir(output_dir):  # leftovers of an interrupted build
+        if name.startswith("pretrain_data.tfrecord-") or name == MANIFEST:
+            os.remove(os.path.join(output_dir, name))
+
+    start = time.time()
+    total_bytes = sum(os.path.getsize(f) for f in files)
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="Packing examples",
+               disable=not show_progress, file=sys.stderr, mininterval=1.0)
+    examples_seen = 0
+
+    def on_progress(item):
+        nonlocal examples_seen
+        bar.update(item[0])
+        examples_seen += item[1]
+        bar.set_postfix(examples=examples_seen)
+
+    worker_args = [(w, num_processes, files, output_dir, num_shards, options)
+                   for w in range(num_processes)]
+    if num_processes == 1:
+        class _Inline:  # progress reported synchronously in this process
+            put = staticmethod(on_progress)
+        results = [_run_worker(*worker_args[0], _Inline())]
+    else:
+        results = _run_processes(worker_args, on_progress)
+    bar.close()
+
+    stats = corpus.DecodeStats(
+        bad_lines=sum(r["bad_lines"] for r in results),
+        files_with_bad_bytes={f for r in results for f in r["files_with_bad_bytes"]})
+    if stats.summary():
+        print(stats.summary(), file=sys.stderr)
+    elapsed = time.time() - start
+    manifest = {
+        "num_examples": sum(r["examples"] for r in results),
+        "num_tokens": sum(r["tokens"] for r in results),
+        "num_shards": num_shards,
+        "num_processes": num_processes,
+        "num_files": len(files),
+        "corpus_bytes": total_bytes,
+        "seconds": round(elapsed, 2),
+        "examples_per_second": round(sum(r["examples"] for r in results) / elapsed, 1),
+        "undecodable_lines": stats.bad_lines,
+        "vocab_sha256": file_sha256(options.vocab_path),
+        "options": dataclasses.asdict(options),
+        "file_pattern": os.path.join(output_dir, "pretrain_data.tfrecord-*"),
+    }
+    if manifest["num_examples"] == 0:
+        raise corpus.CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
+    tmp = os.path.join(output_dir, MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+    os.replace(tmp, os.path.join(output_dir, MANIFEST))
+    return manifest
+
+
+def _run_processes(worker_args, on_progress):
+    # "spawn": TensorFlow's runtime threads do not survive fork().
+    context = multiprocessing.get_context("spawn")
+    progress, results = context.Queue(), context.Queue()
+    processes = [context.Process(target=_worker_entry, args=(args + (progress,), results))
+                 for args in worker_args]
+    for p in processes:
+        p.start()
+    outcomes = {}
+    while len(outcomes) < len(processes):
+        try:
+            on_progress(progress.get(timeout=0.2))
+        except queue.Empty:
+            pass
+        while not results.empty():
+            status, worker, value = results.get()
+            if status == "error":
+                for p in processes:
+                    p.terminate()
+                raise RuntimeError(f"Data worker {worker} failed: {value}")
+            outcomes[worker] = value
+        if any(p.exitcode not in (None, 0) for p in processes) and results.empty():
+            raise RuntimeError("A data worker process died; see its output above.")
+    for p in processes:
+        p.join()
+    while not progress.empty():
+        on_progress(progress.get())
+    return [outcomes[w] for w in sorted(outcomes)]
+
+
+def load_manifest(output_dir: str):
+    """The manifest of a completed build, or None when there is none."""
+    path = os.path.join(output_dir, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    flags.DEFINE_string("corpus", None, "Comma-separated globs/files/dirs of UTF-8 text: one "
+                        "sentence or line per line, blank line between documents.")
+    flags.DEFINE_string("vocab", None, "WordPiece vocab file.")
+    flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards.")
+    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
+    flags.DEFINE_integer("num_shards", 16, "Number of output shards.")
+    flags.DEFINE_integer("num_processes", os.cpu_count() or 1, "Parallel worker processes.")
+    flags.DEFINE_bool("lower_case", True, "Lower-case text (must match the vocab).")
+    flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")
+    flags.DEFINE_bool("split_sentences", True, "Split lines into sentences first (for text "
+                      "with several sentences per line).")
+    flags.DEFINE_integer("seed", 12345, "Seed of the packing's random choices.")
+
+
+def main(argv):
+    del argv
+    options = BuildOptions(
+        vocab_path=FLAGS.vocab, max_seq_length=FLAGS.max_seq_length,
+        lower_case=FLAGS.lower_case,
+        strip_accents=FLAGS.lower_case if FLAGS.strip_accents is None else FLAGS.strip_accents,
+        split_sentences=FLAGS.split_sentences, seed=FLAGS.seed)
+    manifest = build_pretraining_data(FLAGS.corpus, FLAGS.output_dir, options,
+                                      FLAGS.num_shards, FLAGS.num_processes)
+    print(f"Wrote {manifest['num_examples']} examples to {manifest['num_shards']} shard(s) "
+          f"in {FLAGS.output_dir} ({manifest['examples_per_second']} examples/s).")
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flags_as_required(["corpus", "vocab", "output_dir"])
+    app.run(cli.run_main(main))

@@ -1,0 +1,38 @@
+"""Reading pretraining TFRecords into batched `tf.data` pipelines."""
+
+import tensorflow as tf
+
+from electra_tf.text.corpus import CorpusError
+
+FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
+                        training: bool = True, seed: int = 0,
+                        shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+    """Batches of {'input_ids', 'input_mask', 'segment_ids'}: int32 [batch, max_seq_length].
+
+    Training pipelines shuffle files and examples and repeat forever; files are interleaved
+    and parsed in parallel. `seed` makes the order reproducible (change it on resume so a
+    restarted run does not replay the same first batches).
+    """
+    files = tf.io.gfile.glob(file_pattern)
+    if not files:
+        raise CorpusError(f"--data pattern {file_pattern!r} matches no TFRecord file.")
+    files = tf.data.Dataset.from_tensor_slices(sorted(files))
+    if training:
+        files = files.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=8,
+                               num_parallel_calls=tf.data.AUTOTUNE,
+                               deterministic=True)
+    if training:
+        records = records.shuffle(shuffle_buffer, seed=seed)
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURES}
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        return {name: tf.cast(parsed[name], tf.int32) for name in FEATURES}
+
+    return (records.batch(batch_size, drop_remainder=training)
+            .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE))

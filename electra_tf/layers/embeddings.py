@@ -1,0 +1,78 @@
+"""The embedding block shared by ELECTRA's generator and discriminator."""
+
+import keras
+import keras_hub
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraEmbeddings(keras.layers.Layer):
+    """Word + position + segment embeddings, then LayerNorm and dropout.
+
+    One instance is shared by the generator and the discriminator (the paper ties all
+    embeddings); the word matrix is also the generator's (transposed) output layer, through
+    `token_embedding(x, reverse=True)`.
+
+    Call arguments:
+        token_ids: int [batch, seq].
+        segment_ids: int [batch, seq].
+    Returns: float [batch, seq, embedding_size].
+
+    Example:
+    >>> block = ElectraEmbeddings(vocab_size=100, embedding_size=16)
+    >>> block(np.zeros((2, 8), "int32"), np.zeros((2, 8), "int32")).shape
+    (2, 8, 16)
+    """
+
+    def __init__(self, vocab_size, embedding_size, max_position_embeddings=512,
+                 type_vocab_size=2, dropout=0.1, initializer_range=0.02,
+                 layer_norm_epsilon=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.token_embedding = keras_hub.layers.ReversibleEmbedding(
+            vocab_size, embedding_size, tie_weights=True,
+            embeddings_initializer=initializer, dtype=self.dtype_policy,
+            name="word_embeddings")
+        self.position_embedding = keras_hub.layers.PositionEmbedding(
+            sequence_length=max_position_embeddings, initializer=initializer,
+            dtype=self.dtype_policy, name="position_embeddings")
+        self.segment_embedding = keras.layers.Embedding(
+            type_vocab_size, embedding_size, embeddings_initializer=initializer,
+            dtype=self.dtype_policy, name="token_type_embeddings")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, token_ids_shape, segment_ids_shape=None):
+        self.token_embedding.build(token_ids_shape)
+        self.position_embedding.build(tuple(token_ids_shape) + (self.embedding_size,))
+        self.segment_embedding.build(token_ids_shape)
+        self.layer_norm.build(tuple(token_ids_shape) + (self.embedding_size,))
+        self.built = True
+
+    def call(self, token_ids, segment_ids, training=None):
+        tokens = self.token_embedding(token_ids)
+        x = tokens + self.position_embedding(tokens) + self.segment_embedding(segment_ids)
+        return self.dropout_layer(self.layer_norm(x), training=training)
+
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        return tuple(token_ids_shape) + (self.embedding_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        })
+        return config

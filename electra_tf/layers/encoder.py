@@ -1,0 +1,107 @@
+"""`ElectraEncoder`: a BERT-style transformer tower over a (possibly shared) embedding block."""
+
+import keras
+import keras_hub
+
+from electra_tf.layers.embeddings import ElectraEmbeddings
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraEncoder(keras.Model):
+    """Embeddings -> optional projection -> post-LN transformer layers (exact GELU).
+
+    Inputs and outputs follow the TF Hub BERT-encoder convention.
+
+    Call arguments:
+        inputs: dict of `input_word_ids`, `input_mask`, `input_type_ids`, int [batch, seq].
+    Returns: dict with
+        `sequence_output`: [batch, seq, hidden];
+        `pooled_output`: [batch, hidden], the `[CLS]` vector (ELECTRA has no pooler);
+        `encoder_outputs`: list of [batch, seq, hidden], one per layer.
+
+    Args:
+        embeddings: the `ElectraEmbeddings` block; pass the discriminator's to the
+            generator so both use the same variables.
+    """
+
+    def __init__(self, embeddings, hidden_size, num_layers, num_heads, intermediate_size,
+                 dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(embeddings, dict):
+            embeddings = keras.saving.deserialize_keras_object(embeddings)
+        self.embeddings = embeddings
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.embeddings_project = None
+        if embeddings.embedding_size != hidden_size:
+            self.embeddings_project = keras.layers.Dense(
+                hidden_size, kernel_initializer=initializer, dtype=self.dtype_policy,
+                name="embeddings_project")
+        self.transformer_layers = [
+            keras_hub.layers.TransformerEncoder(
+                intermediate_dim=intermediate_size, num_heads=num_heads, dropout=dropout,
+                activation="gelu",  # Keras 3 "gelu" is the exact erf form
+                layer_norm_epsilon=layer_norm_epsilon, kernel_initializer=initializer,
+                dtype=self.dtype_policy, name=f"layer_{i}")
+            for i in range(num_layers)
+        ]
+        # tf.train.Checkpoint does not follow Keras 3's layer lists; name each layer in the
+        # object graph so a checkpoint's `discriminator` subtree holds every weight.
+        for i, layer in enumerate(self.transformer_layers):
+            self._track_trackable(layer, name=f"layer_{i}")
+
+    @classmethod
+    def from_electra_config(cls, config, generator=False, embeddings=None, **kwargs):
+        """Builds the discriminator (or, with `generator=True`, the generator) tower."""
+        if embeddings is None:
+            embeddings = ElectraEmbeddings(
+                config.vocab_size, config.embedding_size, config.max_position_embeddings,
+                config.type_vocab_size, config.dropout, config.initializer_range,
+                config.layer_norm_epsilon, name="embeddings")
+        if generator:
+            sizes = (config.generator_hidden_size, config.num_layers,
+                     config.generator_num_heads, config.generator_intermediate_size)
+        else:
+            sizes = (config.hidden_size, config.num_layers, config.num_heads,
+                     config.intermediate_size)
+        return cls(embeddings, *sizes, dropout=config.dropout,
+                   initializer_range=config.initializer_range,
+                   layer_norm_epsilon=config.layer_norm_epsilon,
+                   name="generator" if generator else "discriminator", **kwargs)
+
+    def call(self, inputs, training=None):
+        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
+                            training=training)
+        if self.embeddings_project is not None:
+            x = self.embeddings_project(x)
+        padding_mask = keras.ops.cast(inputs["input_mask"], "bool")
+        encoder_outputs = []
+        for layer in self.transformer_layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+            encoder_outputs.append(x)
+        return {
+            "sequence_output": x,
+            "pooled_output": x[:, 0, :],
+            "encoder_outputs": encoder_outputs,
+        }
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "embeddings": keras.saving.serialize_keras_object(self.embeddings),
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "dropout": self.dropout,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }

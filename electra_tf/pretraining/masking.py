@@ -1,0 +1,71 @@
+"""Dynamic masking for the generator's MLM task, in graph and fresh at every step."""
+
+import keras
+import tensorflow as tf
+
+
+def mask_tokens(input_ids, input_mask, *, mask_prob, max_predictions, mask_token_id,
+                special_token_ids, seed=None):
+    """Chooses positions to predict and hides most of them behind `[MASK]`.
+
+    Per sequence, `round(num_real_tokens * mask_prob)` positions (at least 1, at most
+    `max_predictions`) are drawn without replacement among real, non-special tokens, as
+    the official `pretrain_helpers.mask` does (it draws with replacement; distinct
+    positions make the count exact). 85% of them become `[MASK]`, 15% keep their token; none
+    is replaced by a random token (the generator does that).
+
+    Args:
+        input_ids: int32 [batch, seq].
+        input_mask: int32 [batch, seq], 1 for real tokens.
+        seed: a `keras.random.SeedGenerator` (or anything `keras.random` takes); the
+            model owns one, so masks are reproducible and resume with the checkpoint.
+
+    Returns: dict with
+        `masked_ids`: int32 [batch, seq], the generator's input;
+        `positions`: int32 [batch, max_predictions] (unused slots point at position 0);
+        `labels`: int32 [batch, max_predictions], original ids (0 in unused slots);
+        `weights`: float32 [batch, max_predictions], 1 for used slots.
+    """
+    input_ids = tf.convert_to_tensor(input_ids, tf.int32)
+    candidates = tf.cast(input_mask, tf.bool)
+    for token_id in special_token_ids:
+        candidates &= tf.not_equal(input_ids, token_id)
+
+    num_tokens = tf.cast(tf.reduce_sum(tf.cast(input_mask, tf.int32), -1), tf.float32)
+    num_to_predict = tf.maximum(1, tf.minimum(
+        max_predictions, tf.cast(tf.round(num_tokens * mask_prob), tf.int32)))
+    num_to_predict = tf.minimum(
+        num_to_predict, tf.reduce_sum(tf.cast(candidates, tf.int32), -1))
+
+    # Sampling without replacement: the top-k of uniform scores over the candidates.
+    uniform = keras.random.uniform(tf.shape(input_ids), seed=seed)
+    scores = tf.where(candidates, uniform, -1.0)
+    _, positions = tf.math.top_k(scores, k=max_predictions)
+    used = tf.sequence_mask(num_to_predict, max_predictions)
+    positions = tf.where(used, positions, 0)
+    labels = tf.where(used, tf.gather(input_ids, positions, batch_dims=1), 0)
+
+    to_mask = used & (keras.random.uniform(tf.shape(positions), seed=seed) < 0.85)
+    masked_ids = scatter_at_positions(
+        input_ids, positions, tf.fill(tf.shape(positions), mask_token_id), to_mask)
+    return {
+        "masked_ids": tf.stop_gradient(masked_ids),
+        "positions": positions,
+        "labels": labels,
+        "weights": tf.cast(used, tf.float32),
+    }
+
+
+def scatter_at_positions(ids, positions, updates, where):
+    """`ids` with `updates[b, n]` written at `positions[b, n]` wherever `where[b, n]`.
+
+    ids: int32 [batch, seq]; positions, updates: int32 [batch, n]; where: bool [batch, n].
+    Positions must be distinct among the slots where `where` is true.
+    """
+    shape = tf.shape(ids)
+    batch_index = tf.broadcast_to(tf.range(shape[0])[:, None], tf.shape(positions))
+    indices = tf.stack([batch_index, positions], -1)
+    # scatter_nd sums duplicates, so slots left out (which may share a position) add 0.
+    written = tf.scatter_nd(indices, tf.cast(where, tf.int32), shape) > 0
+    values = tf.scatter_nd(indices, tf.where(where, updates, tf.zeros_like(updates)), shape)
+    return tf.where(written, values, ids)

@@ -1,0 +1,147 @@
+"""`ElectraPretrainer`: generator + discriminator trained by replaced token detection."""
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.discriminator_head import DiscriminatorHead
+from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.pretraining import objectives
+from electra_tf.pretraining.masking import mask_tokens
+
+
+class ElectraPretrainer(keras.Model):
+    """The ELECTRA pretraining model; `model.discriminator` is the encoder to keep.
+
+    A small MLM generator and the discriminator share one embedding block; the generator's
+    output layer is the word-embedding matrix transposed plus its own bias (keras-hub's
+    `MaskedLMHead`, computed only at the masked positions). Each step masks fresh positions,
+    samples replacements from the generator and trains the discriminator to spot them:
+    loss = mlm_weight * MLM + disc_weight * BCE over all real tokens.
+
+    Inputs (a dataset element): dict of `input_ids`, `input_mask`, `segment_ids`,
+    int32 [batch, seq].
+
+    Example:
+    >>> cfg = ElectraConfig.preset("tiny")
+    >>> model = ElectraPretrainer(cfg)
+    >>> model.compile(optimizer=electra_tf.training.create_optimizer(cfg, model))
+    >>> model.fit(dataset, steps_per_epoch=100)
+    >>> encoder = model.discriminator
+    """
+
+    def __init__(self, config: ElectraConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.discriminator = ElectraEncoder.from_electra_config(config)
+        self.generator = ElectraEncoder.from_electra_config(
+            config, generator=True, embeddings=self.discriminator.embeddings)
+        initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+        self.generator_head = keras_hub.layers.MaskedLMHead(
+            token_embedding=self.discriminator.embeddings.token_embedding,
+            intermediate_activation="gelu", layer_norm_epsilon=config.layer_norm_epsilon,
+            kernel_initializer=initializer, name="generator_predictions")
+        self.discriminator_head = DiscriminatorHead(
+            config.hidden_size, config.initializer_range, name="discriminator_predictions")
+        self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
+        self.special_token_ids = (config.pad_token_id, config.cls_token_id,
+                                  config.sep_token_id, config.mask_token_id)
+
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
+        self.gen_accuracy = keras.metrics.Mean(name="gen_acc")
+        self.disc_auc = keras.metrics.AUC(name="disc_auc")
+        self.disc_accuracy = keras.metrics.Mean(name="disc_acc")
+        self.replaced_fraction = keras.metrics.Mean(name="replaced")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.mlm_loss_tracker, self.disc_loss_tracker,
+                self.gen_accuracy, self.disc_auc, self.disc_accuracy, self.replaced_fraction]
+
+    def build_all(self, seq_length=None):
+        """Creates every variable by running one forward pass on a dummy batch."""
+        seq_length = seq_length or self.config.max_seq_length
+        ids = tf.zeros([1, seq_length], tf.int32)
+        # The discriminator goes first so the shared embeddings are named under it.
+        self.discriminator({"input_word_ids": ids, "input_mask": tf.ones_like(ids),
+                            "input_type_ids": ids})
+        self({"input_ids": ids, "input_mask": tf.ones_like(ids),
+              "segment_ids": tf.zeros_like(ids)}, training=False)
+
+    def call(self, inputs, training=None):
+        """The full forward pass; returns every tensor the losses and metrics need."""
+        cfg = self.config
+        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
+        segment_ids = inputs["segment_ids"]
+        masked = mask_tokens(
+            input_ids, input_mask, mask_prob=cfg.mask_prob,
+            max_predictions=cfg.max_predictions_per_seq, mask_token_id=cfg.mask_token_id,
+            special_token_ids=self.special_token_ids, seed=self.seed_generator)
+        generator_outputs = self.generator(
+            {"input_word_ids": masked["masked_ids"], "input_mask": input_mask,
+             "input_type_ids": segment_ids}, training=training)
+        mlm_logits = self.generator_head(generator_outputs["sequence_output"],
+                                         mask_positions=masked["positions"])
+        sampled_ids = objectives.gumbel_sample(mlm_logits, cfg.temperature,
+                                               seed=self.seed_generator)
+        corrupted_ids, replaced = objectives.replace_tokens(
+            input_ids, masked["positions"], sampled_ids, masked["weights"])
+        discriminator_outputs = self.discriminator(
+            {"input_word_ids": corrupted_ids, "input_mask": input_mask,
+             "input_type_ids": segment_ids}, training=training)
+        disc_logits = self.discriminator_head(discriminator_outputs["sequence_output"])
+        return {"mlm_logits": mlm_logits, "mlm_labels": masked["labels"],
+                "mlm_weights": masked["weights"], "disc_logits": disc_logits,
+                "disc_labels": replaced, "input_mask": input_mask}
+
+    def compute_losses(self, outputs):
+        """(total, mlm, disc) scalar losses from `call`'s outputs."""
+        mlm = objectives.mlm_loss(outputs["mlm_logits"], outputs["mlm_labels"],
+                                  outputs["mlm_weights"])
+        disc = objectives.discriminator_loss(outputs["disc_logits"], outputs["disc_labels"],
+                                             outputs["input_mask"])
+        total = self.config.mlm_weight * mlm + self.config.disc_weight * disc
+        return total, mlm, disc
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            outputs = self(data, training=True)
+            total, mlm, disc = self.compute_losses(outputs)
+            # Keras sums gradients over replicas: scale the per-replica mean accordingly.
+            scaled = total / tf.distribute.get_strategy().num_replicas_in_sync
+            if self.optimizer is not None and hasattr(self.optimizer, "scale_loss"):
+                scaled = self.optimizer.scale_loss(scaled)
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled, variables)
+        self.optimizer.apply(gradients, variables)
+        return self._update_metrics(outputs, total, mlm, disc)
+
+    def test_step(self, data):
+        outputs = self(data, training=False)
+        return self._update_metrics(outputs, *self.compute_losses(outputs))
+
+    def _update_metrics(self, outputs, total, mlm, disc):
+        self.loss_tracker.update_state(total)
+        self.mlm_loss_tracker.update_state(mlm)
+        self.disc_loss_tracker.update_state(disc)
+        predicted = tf.argmax(outputs["mlm_logits"], -1, output_type=tf.int32)
+        correct = tf.cast(tf.equal(predicted, outputs["mlm_labels"]), tf.float32)
+        self.gen_accuracy.update_state(correct, sample_weight=outputs["mlm_weights"])
+        mask = tf.cast(outputs["input_mask"], tf.float32)
+        labels = outputs["disc_labels"]
+        probs = tf.sigmoid(tf.cast(outputs["disc_logits"], tf.float32))
+        self.disc_auc.update_state(labels, probs, sample_weight=mask)
+        disc_correct = tf.cast(tf.equal(tf.cast(probs > 0.5, tf.int32), labels), tf.float32)
+        self.disc_accuracy.update_state(disc_correct, sample_weight=mask)
+        self.replaced_fraction.update_state(tf.cast(labels, tf.float32), sample_weight=mask)
+        return {m.name: m.result() for m in self.metrics}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(ElectraConfig.from_dict(config["config"]), name=config.get("name"))

@@ -1,0 +1,189 @@
+"""A pretraining run: run directory, vocab, data, model, checkpoints, `fit`, final metrics.
+
+`pretrain.py` is a thin flag layer over `prepare_run` and `train`.
+
+Run directory layout:
+    config.json        the full ElectraConfig (architecture + recipe + vocab facts)
+    vocab.txt          the WordPiece vocab
+    pretrain_data/     TFRecord shards built from --corpus (absent with --data)
+    checkpoints/       tf.train.CheckpointManager checkpoints (ckpt-<step>)
+    logs/              TensorBoard
+    pretrain_results.json   final metrics
+"""
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from typing import Optional
+
+import keras
+
+from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.data import build_pretraining_data as builder
+from electra_tf.data.dataset import pretraining_dataset
+from electra_tf.text import build_vocab as vocab_cli
+from electra_tf.text import vocab as vocab_lib
+from electra_tf.training import checkpointing
+from electra_tf.training.optimization import create_pretraining_optimizer
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+DATA_DIR = "pretrain_data"
+CHECKPOINT_DIR = "checkpoints"
+RESULTS_FILE = "pretrain_results.json"
+
+
+@dataclasses.dataclass
+class RunInputs:
+    """Where a run's text comes from and how its vocab is made."""
+
+    model_dir: str
+    corpus: Optional[str] = None  # raw text globs: vocab and shards are built from it
+    data: Optional[str] = None  # prebuilt TFRecord shards
+    vocab: Optional[str] = None  # an existing vocab file
+    vocab_size: int = 30522  # when learning the vocab
+    num_shards: int = 4
+    num_processes: int = 1
+    eval_batches: int = 20
+
+
+def prepare_run(config: ElectraConfig, inputs: RunInputs) -> tuple:
+    """Creates/validates the run directory; returns (final config, TFRecord file pattern)."""
+    if not (inputs.corpus or inputs.data):
+        raise ConfigError("Give the text to pretrain on: --corpus 'texts/*.txt' (raw text) "
+                          "or --data 'shards/*.tfrecord' (built with "
+                          "electra_tf.data.build_pretraining_data).")
+    os.makedirs(inputs.model_dir, exist_ok=True)
+    saved = _saved_config(inputs.model_dir)
+    vocab_path = os.path.join(inputs.model_dir, VOCAB_FILE)
+    if inputs.vocab:
+        tokens = vocab_lib.load_vocab(inputs.vocab)
+        if os.path.abspath(inputs.vocab) != os.path.abspath(vocab_path):
+            if os.path.isfile(vocab_path) and vocab_lib.load_vocab(vocab_path) != tokens:
+                raise ConfigError(
+                    f"{inputs.model_dir} already holds a run with a different vocab; use a "
+                    "new --model_dir or drop --vocab to resume with the run's own vocab.")
+            shutil.copyfile(inputs.vocab, vocab_path)
+    elif os.path.isfile(vocab_path):
+        tokens = vocab_lib.load_vocab(vocab_path)
+    elif inputs.corpus:
+        tokens = vocab_cli.build_vocab(inputs.corpus, vocab_path, inputs.vocab_size,
+                                       config.lower_case, config.strip_accents)
+    else:
+        raise ConfigError("--data needs the vocab its shards were built with: pass --vocab.")
+    config = config.replace(vocab_size=len(tokens), **vocab_lib.special_token_ids(tokens))
+
+    if saved is not None:
+        differences = saved.differences(config)
+        if differences:
+            shown = ", ".join(f"{k}: run has {a!r}, requested {b!r}"
+                              for k, (a, b) in sorted(differences.items()))
+            raise ConfigError(
+                f"{inputs.model_dir} holds a run with a different config ({shown}); pass the "
+                "same flags to resume it, or choose a new --model_dir.")
+    config.save(os.path.join(inputs.model_dir, CONFIG_FILE))
+
+    if inputs.data:
+        return config, inputs.data
+    return config, _build_data(config, inputs, vocab_path)
+
+
+def _saved_config(model_dir) -> Optional[ElectraConfig]:
+    path = os.path.join(model_dir, CONFIG_FILE)
+    return ElectraConfig.load(path) if os.path.isfile(path) else None
+
+
+def _build_data(config, inputs, vocab_path) -> str:
+    """Builds shards from the corpus once; reuses them when built with the same options."""
+    options = builder.BuildOptions(
+        vocab_path=vocab_path, max_seq_length=config.max_seq_length,
+        lower_case=config.lower_case, strip_accents=config.strip_accents, seed=config.seed)
+    data_dir = os.path.join(inputs.model_dir, DATA_DIR)
+    manifest = builder.load_manifest(data_dir)
+    if (manifest is None or manifest["options"] != dataclasses.asdict(options)
+            or manifest["vocab_sha256"] != builder.file_sha256(vocab_path)):
+        manifest = builder.build_pretraining_data(
+            inputs.corpus, data_dir, options, inputs.num_shards, inputs.num_processes)
+        print(f"Built {manifest['num_examples']} examples "
+              f"({manifest['examples_per_second']} examples/s).")
+    return manifest["file_pattern"]
+
+
+def build_model(config: ElectraConfig):
+    """(model, optimizer), compiled and built."""
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    model = ElectraPretrainer(config)
+    model.build_all()
+    optimizer = create_pretraining_optimizer(config, model)
+    model.compile(optimizer=optimizer)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches: int = 20,
+          verbose: int = 1) -> dict:
+    """Trains to `config.train_steps` (resuming from the latest checkpoint); returns metrics."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(config.seed)
+    model, optimizer = build_model(config)
+    checkpoint = checkpointing.make_checkpoint(model, optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, os.path.join(model_dir, CHECKPOINT_DIR),
+        max_to_keep=config.keep_checkpoints)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    start_step = int(optimizer.iterations.numpy())
+    if start_step:
+        print(f"Resuming from {manager.latest_checkpoint} at step {start_step}.")
+
+    if start_step < config.train_steps:
+        steps_per_epoch = min(config.checkpoint_every, config.train_steps)
+        dataset = pretraining_dataset(file_pattern, config.batch_size, config.max_seq_length,
+                                      training=True, seed=config.seed + start_step)
+        started = time.time()
+        model.fit(
+            dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
+            epochs=math.ceil(config.train_steps / steps_per_epoch),
+            initial_epoch=start_step // steps_per_epoch, verbose=verbose,
+            callbacks=[
+                checkpointing.StopAtStep(config.train_steps),
+                checkpointing.CheckpointEvery(manager, config.checkpoint_every),
+                keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"),
+                                            update_freq=max(1, steps_per_epoch // 10)),
+            ])
+        elapsed = time.time() - started
+        steps = int(optimizer.iterations.numpy()) - start_step
+        tokens_per_second = steps * config.batch_size * config.max_seq_length / elapsed
+    else:
+        tokens_per_second = None
+        print(f"The run is already at step {start_step} >= train_steps={config.train_steps}.")
+
+    eval_data = pretraining_dataset(file_pattern, config.batch_size, config.max_seq_length,
+                                    training=False).repeat()
+    metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
+    results = {"step": int(optimizer.iterations.numpy()),
+               "eval": {k: round(float(v), 4) for k, v in metrics.items()},
+               "train_tokens_per_second": tokens_per_second and round(tokens_per_second, 1),
+               "checkpoint": manager.latest_checkpoint}
+    tmp = os.path.join(model_dir, RESULTS_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    os.replace(tmp, os.path.join(model_dir, RESULTS_FILE))
+    return results
+
+
+def print_summary(model_dir: str, results: dict) -> None:
+    evals = results["eval"]
+    print(f"\nRun directory: {os.path.abspath(model_dir)}", file=sys.stdout)
+    print(f"Step {results['step']}: loss {evals['loss']:.3f}, generator accuracy "
+          f"{evals['gen_acc']:.3f}, discriminator AUC {evals['disc_auc']:.3f}, "
+          f"discriminator accuracy {evals['disc_acc']:.3f}")
+    if results["train_tokens_per_second"]:
+        print(f"Training speed: {results['train_tokens_per_second']:.0f} tokens/s")
+    print(f"Latest checkpoint: {results['checkpoint']}")

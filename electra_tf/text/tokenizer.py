@@ -1,0 +1,29 @@
+"""The in-graph WordPiece tokenizer used everywhere: data building, fine-tuning, export.
+
+A thin factory over keras-hub's `WordPieceTokenizer` (tf-text ops, BERT pre-tokenization),
+so the same ops run in `tf.data`, in Python and inside exported SavedModels.
+"""
+
+import keras_hub
+
+
+def make_tokenizer(vocab, lower_case: bool, strip_accents: bool, sequence_length=None):
+    """Returns a `keras_hub.tokenizers.WordPieceTokenizer`.
+
+    Args:
+        vocab: path to a vocab file or a list of tokens.
+        lower_case: lower-case the text (uncased models).
+        strip_accents: NFD-normalize and drop combining marks (BERT's uncased behaviour;
+            turn off for Korean, whose syllables it would decompose into jamo).
+        sequence_length: pad/truncate to this length; None gives ragged ids.
+
+    Calling it on a string tensor of shape [batch] returns int32 ids, ragged [batch, None].
+    """
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=vocab,
+        sequence_length=sequence_length,
+        lowercase=lower_case,
+        strip_accents=strip_accents,
+        oov_token="[UNK]",
+        dtype="int32",
+    )

@@ -1,0 +1,104 @@
+"""WordPiece vocabularies: learning one from raw text, loading and validating one."""
+
+import os
+
+import tensorflow as tf
+
+from electra_tf.text import corpus
+
+# Order of the reserved tokens in vocabularies we learn ([PAD] must be id 0: records are
+# padded with 0, as in the official data).
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_LINES_PER_BATCH = 512
+
+
+class VocabError(ValueError):
+    """A vocabulary that cannot be used; the message names the file and the fix."""
+
+
+def load_vocab(path: str) -> list:
+    """Reads a one-token-per-line vocab and checks the special tokens are present."""
+    if not os.path.isfile(path):
+        raise VocabError(f"Vocab file {path!r} does not exist.")
+    with open(path, encoding="utf-8") as f:
+        tokens = [line.rstrip("\r\n") for line in f]
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+    if missing:
+        raise VocabError(
+            f"Vocab {path!r} lacks the special token(s) {', '.join(missing)}; ELECTRA needs "
+            f"{', '.join(SPECIAL_TOKENS)}. Learn one with `python -m "
+            "electra_tf.text.build_vocab` or add the tokens to the file."
+        )
+    if tokens[0] != "[PAD]":
+        raise VocabError(
+            f"Vocab {path!r} has {tokens[0]!r} at id 0; [PAD] must be id 0 (padding is 0)."
+        )
+    return tokens
+
+
+def special_token_ids(tokens: list) -> dict:
+    """{'pad_token_id': 0, 'unk_token_id': ..., ...} for the config."""
+    index = {token: i for i, token in enumerate(tokens)}
+    return {f"{t.strip('[]').lower()}_token_id": index[t] for t in SPECIAL_TOKENS}
+
+
+def contains_hangul(files, max_chars: int = 200_000) -> bool:
+    """True when the corpus sample has Hangul syllables (accent stripping would split them)."""
+    seen = 0
+    stats = corpus.DecodeStats()
+    for path in files:
+        for line in corpus.read_lines(path, stats):
+            if any("\uac00" <= ch <= "\ud7a3" for ch in line):
+                return True
+            seen += len(line)
+            if seen > max_chars:
+                return False
+    return False
+
+
+def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
+                stats: corpus.DecodeStats = None) -> list:
+    """Learns a WordPiece vocab (BERT-style pre-tokenization) from text files.
+
+    Uses keras-hub's `compute_word_piece_vocabulary` (tf-text's learner); we only feed it
+    lines decoded by our corpus reader so that bad UTF-8 is counted instead of crashing.
+    """
+    import keras_hub
+
+    stats = stats if stats is not None else corpus.DecodeStats()
+
+    def batches():
+        batch = []
+        for path in files:
+            for line in corpus.read_lines(path, stats):
+                if line.strip():
+                    batch.append(line)
+                    if len(batch) == _LINES_PER_BATCH:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
+
+    lines = tf.data.Dataset.from_generator(
+        batches, output_signature=tf.TensorSpec([None], tf.string)
+    )
+    tokens = keras_hub.tokenizers.compute_word_piece_vocabulary(
+        lines,
+        vocabulary_size=vocab_size,
+        lowercase=lower_case,
+        strip_accents=strip_accents,
+        reserved_tokens=list(SPECIAL_TOKENS),
+    )
+    if len(tokens) <= len(SPECIAL_TOKENS):
+        raise VocabError("The corpus produced no word pieces; is it empty or all blank?")
+    return tokens
+
+
+def write_vocab(tokens: list, path: str) -> None:
+    """Writes the vocab atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(f"{t}\n" for t in tokens))
+    os.replace(tmp, path)

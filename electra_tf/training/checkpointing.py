@@ -1,0 +1,65 @@
+"""Checkpoints of a run directory: written atomically, resumable, discriminator restorable alone.
+
+`tf.train.CheckpointManager` writes the data files first and then swaps the small
+`checkpoint` index file by rename, so an interrupted save leaves the previous checkpoint
+as the latest one; nothing is ever half-written under a name the index points to.
+"""
+
+import keras
+import tensorflow as tf
+
+
+def make_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
+    """The run's checkpoint: `discriminator` at the top level, so
+    `tf.train.Checkpoint(discriminator=encoder).restore(path)` restores it alone."""
+    objects = {"discriminator": model.discriminator, "model": model}
+    if optimizer is not None:
+        objects["optimizer"] = optimizer
+    return tf.train.Checkpoint(**objects)
+
+
+def restore_discriminator(encoder, checkpoint_path: str) -> None:
+    """Loads only the discriminator encoder's weights from a pretraining checkpoint.
+
+    The encoder must be built; every one of its weights must be found in the checkpoint.
+    """
+    status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
+    status.assert_existing_objects_matched().expect_partial()
+
+
+class CheckpointEvery(keras.callbacks.Callback):
+    """Saves every `every` optimizer steps and at the end of training."""
+
+    def __init__(self, manager: tf.train.CheckpointManager, every: int):
+        super().__init__()
+        self.manager = manager
+        self.every = every
+        self.last_saved = None
+
+    def _step(self):
+        return int(self.model.optimizer.iterations.numpy())
+
+    def save(self):
+        step = self._step()
+        if step != self.last_saved:
+            self.manager.save(checkpoint_number=step)
+            self.last_saved = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._step() % self.every == 0:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        self.save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Ends `fit` once the optimizer has taken `last_step` steps (epochs may not divide it)."""
+
+    def __init__(self, last_step: int):
+        super().__init__()
+        self.last_step = last_step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.last_step:
+            self.model.stop_training = True

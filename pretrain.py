@@ -1,0 +1,64 @@
+"""Pretrains ELECTRA (replaced token detection) on raw text or prebuilt TFRecord shards.
+
+Examples:
+  python pretrain.py --corpus 'my/texts/*.txt' --model_dir runs/x --preset small
+  python pretrain.py --data 'shards/*.tfrecord*' --vocab vocab.txt --model_dir runs/x
+Re-running the same command resumes from the last checkpoint. Every ElectraConfig field
+is a flag (defaults come from --preset); see `python pretrain.py --helpfull`.
+"""
+
+import dataclasses
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf.config import ElectraConfig, PRESETS
+from electra_tf.pretraining import run
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Run directory (config, vocab, checkpoints, logs).")
+flags.DEFINE_string("corpus", None, "Raw text: comma-separated globs/files/dirs, one "
+                    "sentence or line per line, blank line between documents.")
+flags.DEFINE_string("data", None, "Prebuilt TFRecord shards (glob) instead of --corpus.")
+flags.DEFINE_string("vocab", None, "Vocab file; learned from --corpus when not given.")
+flags.DEFINE_enum("preset", "small", list(PRESETS), "Model size and recipe.")
+flags.DEFINE_integer("num_shards", 4, "Shards to build from --corpus.")
+flags.DEFINE_integer("num_processes", 1, "Processes building shards from --corpus.")
+flags.DEFINE_integer("eval_batches", 20, "Batches for the final evaluation.")
+
+_DERIVED = {"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id", "mask_token_id"}
+_HELP = {
+    "vocab_size": "Vocab size to learn from --corpus (a given --vocab sets its own size).",
+    "generator_size": "Generator width as a fraction of the discriminator's.",
+    "disc_weight": "Weight of the discriminator loss (paper: 50).",
+    "temperature": "Temperature of the generator's sampling.",
+    "adam_bias_correction": "Use Adam bias correction (the official code has none).",
+    "checkpoint_every": "Steps between checkpoints (also one progress-bar epoch).",
+}
+for _field in dataclasses.fields(ElectraConfig):
+    if _field.name in _DERIVED:
+        continue
+    _define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+               float: flags.DEFINE_float, str: flags.DEFINE_string}[_field.type]
+    _define(_field.name, None, _HELP.get(_field.name, f"Override the preset's {_field.name}."))
+
+
+def main(argv):
+    del argv
+    overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(ElectraConfig)
+                 if f.name not in _DERIVED and getattr(FLAGS, f.name) is not None}
+    if "lower_case" in overrides and "strip_accents" not in overrides:
+        overrides["strip_accents"] = overrides["lower_case"]
+    config = ElectraConfig.preset(FLAGS.preset, **overrides)
+    inputs = run.RunInputs(
+        model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
+        vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
+        num_processes=FLAGS.num_processes, eval_batches=FLAGS.eval_batches)
+    config, file_pattern = run.prepare_run(config, inputs)
+    results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches)
+    run.print_summary(FLAGS.model_dir, results)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["model_dir"])
+    app.run(cli.run_main(main))

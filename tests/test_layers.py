@@ -1,0 +1,77 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.discriminator_head import DiscriminatorHead
+from electra_tf.layers.embeddings import ElectraEmbeddings
+from electra_tf.layers.encoder import ElectraEncoder
+
+
+def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, (batch, seq)).astype(np.int32)
+    mask = np.zeros((batch, seq), np.int32)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    types = np.zeros_like(ids)
+    types[:, seq // 2:] = 1
+    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types * mask}
+
+
+def test_small_discriminator_has_the_official_parameter_count():
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small"))
+    encoder(encoder_inputs())
+    # keras-hub's ElectraBackbone small (13,548,800) minus its 65,792-parameter pooler.
+    assert encoder.count_params() == 13_483_008
+
+
+def test_tf_hub_style_outputs_and_padding_has_no_effect():
+    cfg = ElectraConfig.preset("tiny", vocab_size=100)
+    encoder = ElectraEncoder.from_electra_config(cfg)
+    inputs = encoder_inputs()
+    out = encoder(inputs, training=False)
+    assert out["sequence_output"].shape == (2, 12, 64)
+    np.testing.assert_array_equal(out["pooled_output"], out["sequence_output"][:, 0])
+    assert len(out["encoder_outputs"]) == cfg.num_layers
+    changed = dict(inputs, input_word_ids=inputs["input_word_ids"].copy())
+    changed["input_word_ids"][1, 7:] = 42  # only padding changes
+    again = encoder(changed, training=False)
+    np.testing.assert_allclose(again["sequence_output"][1, :7], out["sequence_output"][1, :7],
+                               atol=1e-5)
+
+
+def test_dropout_only_in_training():
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
+    inputs = encoder_inputs()
+    a = encoder(inputs, training=False)["sequence_output"]
+    b = encoder(inputs, training=False)["sequence_output"]
+    c = encoder(inputs, training=True)["sequence_output"]
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_gelu_is_exact_erf():
+    from electra_tf.layers import encoder as encoder_module  # noqa: F401
+
+    x = tf.constant([-1.0, 0.5, 2.0])
+    exact = x * 0.5 * (1.0 + tf.math.erf(x / np.sqrt(2.0)))
+    head = DiscriminatorHead(3)
+    np.testing.assert_allclose(head.dense.activation(x), exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize("layer", [
+    ElectraEmbeddings(100, 16, 32),
+    DiscriminatorHead(16),
+])
+def test_layers_round_trip_their_config(layer):
+    clone = layer.__class__.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+
+
+def test_encoder_round_trips_its_config():
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
+    clone = ElectraEncoder.from_config(encoder.get_config())
+    assert clone.get_config() == encoder.get_config()
+    assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)

@@ -1,0 +1,52 @@
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.pretraining import objectives
+
+
+def test_gumbel_sample_follows_the_softmax_and_passes_no_gradient():
+    probs = np.array([0.7, 0.2, 0.1, 0.0], np.float32)
+    logits = tf.Variable(np.log(probs + 1e-12)[None, None, :].repeat(4000, axis=1))
+    with tf.GradientTape() as tape:
+        sample = objectives.gumbel_sample(logits, seed=keras.random.SeedGenerator(0))
+        loss = tf.reduce_sum(tf.cast(sample, tf.float32))
+    assert tape.gradient(loss, logits) is None
+    frequencies = np.bincount(sample.numpy().ravel(), minlength=4) / 4000
+    np.testing.assert_allclose(frequencies, probs, atol=0.03)
+
+
+def test_temperature_sharpens_sampling():
+    logits = tf.constant(np.log([[[0.6, 0.4]]] * 1).repeat(4000, axis=1), tf.float32)
+    cold = objectives.gumbel_sample(logits, temperature=0.1, seed=keras.random.SeedGenerator(1))
+    assert (cold.numpy() == 0).mean() > 0.95
+
+
+def test_replaced_only_where_the_sample_differs():
+    ids = tf.constant([[2, 10, 11, 12, 3, 0]])
+    positions = tf.constant([[1, 2, 0]])
+    sampled = tf.constant([[10, 99, 55]])  # same as original at 1; differs at 2; slot unused
+    weights = tf.constant([[1.0, 1.0, 0.0]])
+    corrupted, labels = objectives.replace_tokens(ids, positions, sampled, weights)
+    assert corrupted.numpy().tolist() == [[2, 10, 99, 12, 3, 0]]
+    assert labels.numpy().tolist() == [[0, 0, 1, 0, 0, 0]]
+
+
+def test_discriminator_loss_averages_over_real_tokens_only():
+    logits = tf.constant([[0.0, 2.0, -1.0, 50.0]])
+    labels = tf.constant([[0, 1, 0, 0]])
+    mask = tf.constant([[1, 1, 1, 0]])
+    def bce(z, y):
+        return max(z, 0) - z * y + np.log1p(np.exp(-abs(z)))
+    expected = (bce(0.0, 0) + bce(2.0, 1) + bce(-1.0, 0)) / 3
+    np.testing.assert_allclose(objectives.discriminator_loss(logits, labels, mask), expected,
+                               rtol=1e-5)
+
+
+def test_mlm_loss_averages_over_used_slots():
+    logits = tf.constant([[[2.0, 0.0], [0.0, 0.0], [9.0, -9.0]]])
+    labels = tf.constant([[0, 1, 1]])
+    weights = tf.constant([[1.0, 1.0, 0.0]])
+    expected = (np.log1p(np.exp(-2.0)) + np.log(2.0)) / 2
+    np.testing.assert_allclose(objectives.mlm_loss(logits, labels, weights), expected,
+                               rtol=1e-5)

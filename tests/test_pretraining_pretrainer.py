@@ -1,0 +1,91 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.data.dataset import pretraining_dataset
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.training.optimization import create_pretraining_optimizer
+
+SPECIAL = dict(pad_token_id=0, unk_token_id=1, cls_token_id=2, sep_token_id=3, mask_token_id=4)
+
+
+def tiny(**overrides):
+    values = dict(SPECIAL, vocab_size=1500, max_seq_length=64)
+    values.update(overrides)
+    return ElectraConfig.preset("tiny", **values)
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(tiny())
+    model.build_all()
+    return model
+
+
+def test_one_embedding_block_shared_by_both_towers(model):
+    gen, disc = model.generator, model.discriminator
+    assert gen.embeddings is disc.embeddings
+    shared = {id(v) for v in disc.embeddings.weights}
+    assert len(shared) == 5  # word, position, segment, LayerNorm gamma/beta
+    assert shared <= {id(v) for v in gen.weights}
+    # Each tower has its own projection (embedding 32 -> hidden 64 / generator 32 = none).
+    assert disc.embeddings_project is not None
+    assert gen.embeddings_project is None  # generator hidden == embedding size here
+    all_ids = [id(v) for v in model.trainable_variables]
+    assert len(all_ids) == len(set(all_ids))
+
+
+def test_each_tower_projects_when_its_width_differs_from_the_embedding():
+    model = ElectraPretrainer(tiny(embedding_size=48, hidden_size=64, generator_size=0.5))
+    model.build_all()
+    assert model.discriminator.embeddings_project.kernel.shape == (48, 64)
+    assert model.generator.embeddings_project.kernel.shape == (48, 32)
+    assert model.generator.embeddings_project is not model.discriminator.embeddings_project
+
+
+def test_generator_output_layer_is_the_word_matrix_transposed_plus_a_bias(model):
+    head = model.generator_head
+    assert head.token_embedding is model.discriminator.embeddings.token_embedding
+    hidden = tf.random.normal([2, 10, 32])
+    positions = tf.constant([[1, 3], [2, 9]])
+    logits = head(hidden, mask_positions=positions)
+    x = tf.gather(hidden, positions, batch_dims=1)
+    x = head._intermediate_layer_norm(head._intermediate_dense(x))
+    words = model.discriminator.embeddings.token_embedding.embeddings
+    np.testing.assert_allclose(logits, tf.matmul(x, words, transpose_b=True) + head._bias,
+                               atol=1e-5)
+    assert head._bias.shape == (1500,)
+
+
+def test_total_loss_is_mlm_plus_fifty_times_disc(model, shards):
+    pattern, _ = shards
+    batch = next(iter(pretraining_dataset(pattern, 4, 64, seed=0)))
+    outputs = model(batch, training=False)
+    total, mlm, disc = model.compute_losses(outputs)
+    np.testing.assert_allclose(total, mlm + 50.0 * disc, rtol=1e-6)
+    # Replaced tokens are a subset of the masked positions, and only real tokens.
+    labels = outputs["disc_labels"].numpy()
+    assert labels.sum() <= outputs["mlm_weights"].numpy().sum()
+    assert np.all(labels[batch["input_mask"].numpy() == 0] == 0)
+
+
+def test_it_learns(shards):
+    """A few hundred steps of `tiny` raise generator accuracy and discriminator AUC."""
+    pattern, _ = shards
+    keras.utils.set_random_seed(1)
+    cfg = tiny(train_steps=400, warmup_steps=40, learning_rate=2e-3, batch_size=32)
+    model = ElectraPretrainer(cfg)
+    model.build_all()
+    model.compile(optimizer=create_pretraining_optimizer(cfg, model))
+    data = pretraining_dataset(pattern, cfg.batch_size, 64, seed=1)
+    evaluation = pretraining_dataset(pattern, 32, 64, training=False).take(8)
+    before = model.evaluate(evaluation, verbose=0, return_dict=True)
+    history = model.fit(data, steps_per_epoch=100, epochs=4, verbose=0)
+    after = model.evaluate(evaluation, verbose=0, return_dict=True)
+    print("before", before, "after", after, history.history["disc_auc"])
+    assert after["gen_acc"] > before["gen_acc"] + 0.08
+    assert after["disc_auc"] > before["disc_auc"] + 0.1
+    assert after["loss"] < before["loss"]

@@ -1,0 +1,44 @@
+import pytest
+
+from electra_tf.text import vocab
+from electra_tf.text.tokenizer import make_tokenizer
+from conftest import DEMO
+
+
+def test_learned_vocab_has_special_tokens_first_and_tokenizes_in_graph(vocab_path):
+    tokens = vocab.load_vocab(vocab_path)
+    assert tuple(tokens[:5]) == vocab.SPECIAL_TOKENS
+    assert 500 < len(tokens) <= 1500
+    assert vocab.special_token_ids(tokens) == {
+        "pad_token_id": 0, "unk_token_id": 1, "cls_token_id": 2, "sep_token_id": 3,
+        "mask_token_id": 4}
+    tokenizer = make_tokenizer(vocab_path, lower_case=True, strip_accents=True)
+    ids = tokenizer(["The American people"])[0]
+    assert 1 not in ids  # common words are in the vocab, not [UNK]
+    assert tokenizer.detokenize([ids]) == ["the american people"]
+
+
+def test_korean_vocab_keeps_hangul_syllables(tmp_path):
+    korean = str(DEMO / "korean" / "constitution.txt")
+    assert vocab.contains_hangul([korean])
+    tokens = vocab.learn_vocab([korean], 2000, lower_case=False, strip_accents=False)
+    assert "대한민국" in tokens or "대한" in tokens
+    tokenizer = make_tokenizer(tokens, lower_case=False, strip_accents=False)
+    ids = tokenizer(["대한민국은 민주공화국이다."])[0]
+    unk = tokens.index("[UNK]")
+    assert ids and unk not in ids
+    assert tokenizer.detokenize([ids])[0].replace(" ", "") == "대한민국은민주공화국이다."
+
+
+def test_vocab_without_special_tokens_is_refused(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\nhello\n")
+    with pytest.raises(vocab.VocabError, match=r"\[CLS\], \[SEP\], \[MASK\]"):
+        vocab.load_vocab(str(path))
+
+
+def test_vocab_with_pad_not_first_is_refused(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[MASK]\n")
+    with pytest.raises(vocab.VocabError, match="id 0"):
+        vocab.load_vocab(str(path))

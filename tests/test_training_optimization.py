@@ -1,0 +1,52 @@
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.training.optimization import (AdamWeightDecay, WarmupPolynomialDecay,
+                                               create_optimizer)
+
+
+def test_schedule_multiplies_warmup_into_linear_decay():
+    schedule = WarmupPolynomialDecay(1e-3, total_steps=100, warmup_steps=10)
+    values = [float(schedule(s)) for s in (0, 5, 10, 50, 100, 150)]
+    np.testing.assert_allclose(values, [0.0, 1e-3 * 0.95 * 0.5, 1e-3 * 0.9, 1e-3 * 0.5, 0.0,
+                                        0.0], atol=1e-9)
+
+
+def test_update_without_bias_correction_matches_the_official_formula():
+    var = keras.Variable(np.array([1.0, -2.0], np.float32), name="kernel")
+    opt = AdamWeightDecay(learning_rate=0.1, weight_decay=0.01, epsilon=1e-6)
+    grad = np.array([0.5, 0.25], np.float32)
+    opt.apply([tf.constant(grad)], [var])
+    m, v = 0.1 * grad, 0.001 * grad ** 2
+    expected = np.array([1.0, -2.0]) - 0.1 * (m / (np.sqrt(v) + 1e-6) + 0.01 * np.array([1.0, -2.0]))
+    np.testing.assert_allclose(var.numpy(), expected, rtol=1e-5)
+
+
+def test_bias_correction_option_matches_keras_adamw():
+    var_a = keras.Variable(np.array([1.0, -2.0], np.float32))
+    var_b = keras.Variable(np.array([1.0, -2.0], np.float32))
+    ours = AdamWeightDecay(bias_correction=True, learning_rate=0.1, weight_decay=0.01)
+    reference = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01)
+    grad = tf.constant([0.5, 0.25])
+    ours.apply([grad], [var_a])
+    reference.apply([grad], [var_b])
+    np.testing.assert_allclose(var_a.numpy(), var_b.numpy(), rtol=1e-6)
+
+
+def test_layer_norm_and_biases_are_not_decayed_and_gradients_are_clipped():
+    dense = keras.layers.Dense(2, bias_initializer="ones")
+    norm = keras.layers.LayerNormalization()
+    model = keras.Sequential([keras.Input((2,)), dense, norm])
+    opt = create_optimizer(1.0, total_steps=10, warmup_steps=0,
+                           variables=model.trainable_variables, weight_decay=0.5)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    zero = [tf.zeros_like(v) for v in model.trainable_variables]
+    opt.apply(zero, model.trainable_variables)
+    after = {v.path: (b, v.numpy()) for b, v in zip(before, model.trainable_variables)}
+    for path, (b, a) in after.items():
+        if path.endswith("kernel"):
+            assert not np.allclose(a, b)  # decayed with a zero gradient
+        else:
+            np.testing.assert_array_equal(a, b)  # bias, gamma, beta untouched
+    assert opt.global_clipnorm == 1.0
