@@ -164,8 +164,8 @@ PRESETS = {
     "tiny": dataclasses.replace(
         _SMALL, embedding_size=32, hidden_size=64, num_layers=2, num_heads=2,
         intermediate_size=128, max_position_embeddings=128, generator_size=0.5,
-        max_seq_length=64, batch_size=16, train_steps=300, learning_rate=1e-3,
-        warmup_steps=30, checkpoint_every=100,
+        max_seq_length=64, batch_size=16, train_steps=300, learning_rate=5e-4,
+        warmup_steps=100, checkpoint_every=100,
     ),
     "small": _SMALL,
     # The released ELECTRA-Small++: a generator as wide as the discriminator, 512 tokens.
