@@ -7,7 +7,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 DEMO_DIR ?= runs/demo
 # Sized for 2 CPU cores and < 10 minutes: ELECTRA-Small, short schedule, learned 8k vocab.
 DEMO_FLAGS ?= --preset small --vocab_size 8192 --batch_size 32 --train_steps 200 \
-	--warmup_steps 20 --checkpoint_every 50 --eval_batches 10
+	--warmup_steps 100 --learning_rate 2e-4 --checkpoint_every 50 --eval_batches 10
 
 .PHONY: pretrain test clean-demo
 
