@@ -5,10 +5,11 @@ import sys
 from absl import logging
 
 from electra_tf.config import ConfigError
+from electra_tf.finetuning.tasks import TaskDataError
 from electra_tf.text.corpus import CorpusError
 from electra_tf.text.vocab import VocabError
 
-USER_ERRORS = (ConfigError, CorpusError, VocabError)
+USER_ERRORS = (ConfigError, CorpusError, VocabError, TaskDataError)
 
 
 def run_main(main):

@@ -2,8 +2,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.training.optimization import (AdamWeightDecay, WarmupPolynomialDecay,
-                                               create_optimizer)
+                                               create_optimizer, layerwise_lr_multipliers)
 
 
 def test_schedule_multiplies_warmup_into_linear_decay():
@@ -15,7 +17,7 @@ def test_schedule_multiplies_warmup_into_linear_decay():
 
 def test_update_without_bias_correction_matches_the_official_formula():
     var = keras.Variable(np.array([1.0, -2.0], np.float32), name="kernel")
-    opt = AdamWeightDecay(learning_rate=0.1, weight_decay=0.01, epsilon=1e-6)
+    opt = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.01, epsilon=1e-6)
     grad = np.array([0.5, 0.25], np.float32)
     opt.apply([tf.constant(grad)], [var])
     m, v = 0.1 * grad, 0.001 * grad ** 2
@@ -26,7 +28,7 @@ def test_update_without_bias_correction_matches_the_official_formula():
 def test_bias_correction_option_matches_keras_adamw():
     var_a = keras.Variable(np.array([1.0, -2.0], np.float32))
     var_b = keras.Variable(np.array([1.0, -2.0], np.float32))
-    ours = AdamWeightDecay(bias_correction=True, learning_rate=0.1, weight_decay=0.01)
+    ours = AdamWeightDecay(bias_correction=True, learning_rate=0.1, weight_decay_rate=0.01)
     reference = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01)
     grad = tf.constant([0.5, 0.25])
     ours.apply([grad], [var_a])
@@ -50,3 +52,30 @@ def test_layer_norm_and_biases_are_not_decayed_and_gradients_are_clipped():
         else:
             np.testing.assert_array_equal(a, b)  # bias, gamma, beta untouched
     assert opt.global_clipnorm == 1.0
+
+
+def test_layerwise_decay_is_correct_by_default_and_official_on_request():
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=50))
+    encoder({"input_word_ids": np.ones((1, 4), "int32"), "input_mask": np.ones((1, 4), "int32"),
+             "input_type_ids": np.zeros((1, 4), "int32")})
+    head = keras.layers.Dense(2)
+    head.build((None, 64))
+    variables = encoder.trainable_variables + head.trainable_variables
+    word = encoder.embeddings.token_embedding.embeddings.path
+    top = encoder.transformer_layers[-1].weights[0].path
+    bottom = encoder.transformer_layers[0].weights[0].path
+    project = encoder.embeddings_project.kernel.path
+    for official, expected in ((False, (1.0, 0.8, 0.8 ** 2, 0.8 ** 3, 0.8 ** 3)),
+                               (True, (1.0, 0.8 ** 2, 0.8 ** 3, 0.8 ** 4, 0.8 ** 4))):
+        m = layerwise_lr_multipliers(encoder, variables, 0.8, official_bug=official)
+        got = (m[head.kernel.path], m[top], m[bottom], m[word], m[project])
+        np.testing.assert_allclose(got, expected)
+
+
+def test_lr_multiplier_scales_the_update_and_the_decay():
+    a = keras.Variable(np.array([1.0], np.float32), name="a")
+    b = keras.Variable(np.array([1.0], np.float32), name="b")
+    opt = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.1,
+                          lr_multipliers={b.path: 0.5})
+    opt.apply([tf.constant([1.0]), tf.constant([1.0])], [a, b])
+    np.testing.assert_allclose(1.0 - b.numpy(), 0.5 * (1.0 - a.numpy()), rtol=1e-6)

@@ -39,45 +39,94 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class AdamWeightDecay(keras.optimizers.AdamW):
-    """Keras AdamW with the official code's option of no bias correction.
+class AdamWeightDecay(keras.optimizers.Adam):
+    """Adam with decoupled weight decay, as the official ELECTRA/BERT optimizer does it.
 
-    The official ELECTRA/BERT `AdamWeightDecayOptimizer` applies `m / (sqrt(v) + eps)`
-    without Adam's bias correction; Keras has no switch for that, hence this subclass.
-    Decoupled weight decay (`w -= lr * wd * w`) is identical in both.
+    update = m / (sqrt(v) + eps) [+ weight_decay * w]; w -= lr * multiplier * update.
+    Keras has no switch for the official variant (no bias correction) nor per-variable
+    learning rates (layer-wise decay, which also scales the weight decay), hence this class.
+
+    Args:
+        weight_decay_rate: decoupled weight decay.
+        bias_correction: standard Adam bias correction (the official code has none).
+        lr_multipliers: {variable path: multiplier} for layer-wise learning rates.
+        no_decay_paths: paths of variables excluded from weight decay.
     """
 
-    def __init__(self, bias_correction=False, **kwargs):
+    def __init__(self, weight_decay_rate=0.0, bias_correction=False, lr_multipliers=None,
+                 no_decay_paths=(), **kwargs):
         super().__init__(**kwargs)
+        self.weight_decay_rate = weight_decay_rate
         self.bias_correction = bias_correction
+        self.lr_multipliers = dict(lr_multipliers or {})
+        self.no_decay_paths = set(no_decay_paths)
+
+    def build(self, var_list):
+        super().build(var_list)
+        # update_step sees backend variables (no Keras path): resolve per index up front.
+        self._multiplier_by_index = [self.lr_multipliers.get(v.path, 1.0) for v in var_list]
+        self._decays_by_index = [v.path not in self.no_decay_paths for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
-        if self.bias_correction:
-            return super().update_step(gradient, variable, learning_rate)
-        lr = tf.cast(learning_rate, variable.dtype)
+        index = self._get_variable_index(variable)
+        lr = tf.cast(learning_rate, variable.dtype) * self._multiplier_by_index[index]
         gradient = tf.cast(gradient, variable.dtype)
-        m = self._momentums[self._get_variable_index(variable)]
-        v = self._velocities[self._get_variable_index(variable)]
+        m = self._momentums[index]
+        v = self._velocities[index]
         self.assign_add(m, (gradient - m) * (1 - self.beta_1))
         self.assign_add(v, (tf.square(gradient) - v) * (1 - self.beta_2))
-        self.assign_sub(variable, lr * m / (tf.sqrt(v) + self.epsilon))
+        m_hat, v_hat = m, v
+        if self.bias_correction:
+            step = tf.cast(self.iterations + 1, variable.dtype)
+            m_hat = m / (1 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
+            v_hat = v / (1 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self.weight_decay_rate and self._decays_by_index[index]:
+            update += self.weight_decay_rate * variable
+        self.assign_sub(variable, lr * update)
 
     def get_config(self):
         config = super().get_config()
-        config["bias_correction"] = self.bias_correction
+        config.update({"weight_decay_rate": self.weight_decay_rate,
+                       "bias_correction": self.bias_correction,
+                       "lr_multipliers": self.lr_multipliers,
+                       "no_decay_paths": sorted(self.no_decay_paths)})
         return config
 
 
 def create_optimizer(learning_rate, total_steps, warmup_steps, variables, weight_decay=0.01,
-                     clip_norm=1.0, bias_correction=False, lr_decay_power=1.0):
+                     clip_norm=1.0, bias_correction=False, lr_decay_power=1.0,
+                     lr_multipliers=None):
     """AdamW(β=0.9/0.999, ε=1e-6) with global-norm clipping; LayerNorm and biases undecayed."""
     schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, lr_decay_power)
-    optimizer = AdamWeightDecay(
-        bias_correction=bias_correction, learning_rate=schedule, weight_decay=weight_decay,
-        beta_1=0.9, beta_2=0.999, epsilon=1e-6, global_clipnorm=clip_norm or None)
-    optimizer.exclude_from_weight_decay(
-        var_list=[v for v in variables if NO_DECAY_PATTERN.search(v.path)])
-    return optimizer
+    return AdamWeightDecay(
+        weight_decay_rate=weight_decay, bias_correction=bias_correction,
+        lr_multipliers=lr_multipliers,
+        no_decay_paths=[v.path for v in variables if NO_DECAY_PATTERN.search(v.path)],
+        learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+        global_clipnorm=clip_norm or None)
+
+
+def layerwise_lr_multipliers(encoder, variables, decay: float, official_bug=False) -> dict:
+    """{variable path: decay ** depth-from-top} for fine-tuning (ELECTRA's layer-wise decay).
+
+    The task head gets 1, the top encoder layer `decay`, ..., the embedding block (and its
+    projection) `decay ** (num_layers + 1)`. The official code counts one level too many
+    (its top layer gets decay ** 2, its head 1); `official_bug=True` reproduces that.
+    """
+    num_layers = len(encoder.transformer_layers)
+    top = num_layers + (2 if official_bug else 1)
+    depth_of = {}
+    for v in encoder.embeddings.weights:
+        depth_of[v.path] = 0
+    if encoder.embeddings_project is not None:
+        for v in encoder.embeddings_project.weights:
+            depth_of[v.path] = 0
+    for i, layer in enumerate(encoder.transformer_layers):
+        for v in layer.weights:
+            depth_of[v.path] = i + 1
+    head_depth = top if official_bug else num_layers + 1
+    return {v.path: decay ** (top - depth_of.get(v.path, head_depth)) for v in variables}
 
 
 def create_pretraining_optimizer(config, model):

@@ -1,0 +1,72 @@
+"""Examples -> encoder inputs (numpy), with the same tf-text/keras-hub ops export uses."""
+
+import keras_hub
+import numpy as np
+
+IGNORE = -1  # tagging label of non-first word pieces, [CLS], [SEP] and padding
+
+
+class Encoder:
+    """Tokenizes and packs text the way the fine-tuned model sees it.
+
+    Pairs become `[CLS] a [SEP] b [SEP]`, truncated round-robin to `max_length` by keras-hub's
+    `MultiSegmentPacker` (the layer the exported serving signature uses too).
+    """
+
+    def __init__(self, tokenizer, special_ids: dict, max_length: int):
+        self.tokenizer = tokenizer
+        self.special_ids = special_ids
+        self.max_length = max_length
+        self.packer = keras_hub.layers.MultiSegmentPacker(
+            sequence_length=max_length, start_value=special_ids["cls_token_id"],
+            end_value=special_ids["sep_token_id"], pad_value=special_ids["pad_token_id"],
+            truncate="round_robin")
+
+    def encode_pairs(self, texts, pairs=None, batch_size=1024) -> dict:
+        """texts, pairs: lists of str (pairs None or all None for single texts)."""
+        outputs = {"input_word_ids": [], "input_mask": [], "input_type_ids": []}
+        with_pairs = pairs is not None and any(p is not None for p in pairs)
+        for start in range(0, len(texts), batch_size):
+            segments = [self.tokenizer(list(texts[start:start + batch_size]))]
+            if with_pairs:
+                chunk = ["" if p is None else p for p in pairs[start:start + batch_size]]
+                segments.append(self.tokenizer(chunk))
+            token_ids, segment_ids = self.packer(tuple(segments) if with_pairs else segments[0])
+            token_ids = np.asarray(token_ids, np.int32)
+            outputs["input_word_ids"].append(token_ids)
+            outputs["input_type_ids"].append(np.asarray(segment_ids, np.int32))
+            outputs["input_mask"].append(
+                (token_ids != self.special_ids["pad_token_id"]).astype(np.int32))
+        return {k: np.concatenate(v) for k, v in outputs.items()}
+
+    def encode_words(self, sentences, tag_ids=None):
+        """Word-tokenized sentences -> (inputs, labels [n, len] or None, first-piece index).
+
+        Each word's label sits on its first word piece; the other pieces, [CLS], [SEP] and
+        padding get IGNORE. Words cut off by `max_length` keep index -1 in `word_starts`.
+        """
+        n, length = len(sentences), self.max_length
+        flat = [w for words in sentences for w in words]
+        pieces = self.tokenizer(flat) if flat else []
+        pieces = [list(p) for p in (pieces if isinstance(pieces, list) else pieces.to_list())]
+        ids = np.full((n, length), self.special_ids["pad_token_id"], np.int32)
+        labels = np.full((n, length), IGNORE, np.int32) if tag_ids is not None else None
+        word_starts = [[-1] * len(words) for words in sentences]
+        cursor = 0
+        for row, words in enumerate(sentences):
+            sequence = [self.special_ids["cls_token_id"]]
+            for w, _ in enumerate(words):
+                word_pieces = pieces[cursor + w] or [self.special_ids["unk_token_id"]]
+                if len(sequence) + len(word_pieces) > length - 1:
+                    break
+                word_starts[row][w] = len(sequence)
+                if labels is not None:
+                    labels[row, len(sequence)] = tag_ids[row][w]
+                sequence.extend(word_pieces)
+            cursor += len(words)
+            sequence.append(self.special_ids["sep_token_id"])
+            ids[row, :len(sequence)] = sequence
+        inputs = {"input_word_ids": ids,
+                  "input_mask": (ids != self.special_ids["pad_token_id"]).astype(np.int32),
+                  "input_type_ids": np.zeros_like(ids)}
+        return inputs, labels, word_starts

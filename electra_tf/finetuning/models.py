@@ -1,0 +1,40 @@
+"""Task models over the discriminator encoder (the generator is not needed any more)."""
+
+import keras
+
+from electra_tf.layers.encoder import ElectraEncoder
+
+
+class _TaskModel(keras.Model):
+    """Encoder + dropout + a dense head; `head_outputs` units per [CLS] or per token."""
+
+    def __init__(self, encoder: ElectraEncoder, head_outputs: int, dropout=0.1,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.head_outputs = head_outputs
+        self.dropout = keras.layers.Dropout(dropout)
+        self.head = keras.layers.Dense(
+            head_outputs, name="task_head",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
+
+class SequenceClassifier(_TaskModel):
+    """Classification (`num_labels` logits) or regression (`num_labels=1`, a score).
+
+    Inputs: TF Hub-style dict of int32 [batch, seq]. Outputs: [batch, num_labels] logits,
+    or [batch] scores for regression. The head reads the `[CLS]` vector after dropout.
+    """
+
+    def call(self, inputs, training=None):
+        cls = self.encoder(inputs, training=training)["pooled_output"]
+        logits = self.head(self.dropout(cls, training=training))
+        return keras.ops.squeeze(logits, -1) if self.head_outputs == 1 else logits
+
+
+class TokenClassifier(_TaskModel):
+    """Per-token tag logits [batch, seq, num_tags] for tagging (NER, POS, chunking)."""
+
+    def call(self, inputs, training=None):
+        sequence = self.encoder(inputs, training=training)["sequence_output"]
+        return self.head(self.dropout(sequence, training=training))
