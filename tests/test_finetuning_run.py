@@ -99,3 +99,25 @@ def test_cli_reports_bad_input_in_one_line(pretrained_dir, tmp_path):
     assert result.returncode == 2
     assert "error: " in result.stderr and "dev.jsonl:1: label 'y'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tmp_path):
+    context = ("The president gave a speech to the congress about the economy. " * 3 +
+               "The nation was strong and the people were free.")
+    qas = [{"id": "a", "question": "Who gave a speech?",
+            "answers": [{"text": "The president", "answer_start": 0}]},
+           {"id": "b", "question": "What was strong?",
+            "answers": [{"text": "The nation", "answer_start": context.index("The nation")}]},
+           {"id": "c", "question": "What color was the sky?", "answers": [],
+            "is_impossible": True}]
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [
+        {"context": context, "qas": qas}]}]}))
+    cfg = run.FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12, batch_size=8,
+                             epochs=1)
+    out = tmp_path / "qa"
+    results = run.finetune(cfg, pretrained_dir, str(path), str(path), str(out))
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(results["summary"])
+    predictions = json.load(open(out / "predictions.json"))
+    null_odds = json.load(open(out / "null_odds.json"))
+    assert set(predictions) == set(null_odds) == {"a", "b", "c"}

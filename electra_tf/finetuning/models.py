@@ -38,3 +38,27 @@ class TokenClassifier(_TaskModel):
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]
         return self.head(self.dropout(sequence, training=training))
+
+
+class SpanQuestionAnswerer(_TaskModel):
+    """Start/end logits over the sequence, plus an answerability logit from `[CLS]`.
+
+    Outputs: dict of `start_logits`, `end_logits` [batch, seq] (padding pushed to -1e4) and
+    `answerable_logit` [batch] (used for SQuAD 2.0's no-answer decision).
+    """
+
+    def __init__(self, encoder, dropout=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(encoder, 2, dropout, initializer_range, **kwargs)
+        self.answerable_head = keras.layers.Dense(
+            1, name="answerable_head",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
+    def call(self, inputs, training=None):
+        sequence = self.dropout(self.encoder(inputs, training=training)["sequence_output"],
+                                training=training)
+        logits = self.head(sequence)
+        padding = (1.0 - keras.ops.cast(inputs["input_mask"], logits.dtype)) * -1e4
+        answerable = self.answerable_head(sequence[:, 0])
+        return {"start_logits": logits[..., 0] + padding,
+                "end_logits": logits[..., 1] + padding,
+                "answerable_logit": keras.ops.squeeze(answerable, -1)}

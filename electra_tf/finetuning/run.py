@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.finetuning import features as features_lib
-from electra_tf.finetuning import models, tasks
+from electra_tf.finetuning import models, squad, tasks
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.text.tokenizer import make_tokenizer
@@ -35,7 +35,7 @@ class FinetuneConfig:
     """The official ELECTRA fine-tuning recipe; None means "the default for this model"."""
 
     task: str = "text_classification"
-    max_seq_length: int = 128
+    max_seq_length: Optional[int] = None  # 128; 384 for QA
     batch_size: int = 32
     epochs: Optional[int] = None  # task default: 3 (10 for RTE/STS-B)
     learning_rate: Optional[float] = None  # 1e-4; 3e-4 for small-sized encoders
@@ -51,11 +51,15 @@ class FinetuneConfig:
     pair_field: str = "text_pair"
     label_field: str = "label"
     tag_column: int = -1
+    doc_stride: int = 128  # QA: step between context windows
+    max_query_length: int = 64  # QA: question pieces kept
+    max_answer_length: int = 30  # QA: longest answer span decoded, in pieces
 
     def resolved(self, encoder_config: ElectraConfig, task: tasks.Task) -> "FinetuneConfig":
         small = encoder_config.hidden_size <= 256
         return dataclasses.replace(
             self,
+            max_seq_length=self.max_seq_length or (384 if task.kind == "qa" else 128),
             epochs=self.epochs or task.epochs,
             learning_rate=self.learning_rate or (3e-4 if small else 1e-4),
             layerwise_decay=self.layerwise_decay or (
@@ -110,7 +114,7 @@ def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropou
 class _TaskData:
     """Encoded train/eval arrays plus what is needed to turn outputs into predictions."""
 
-    def __init__(self, task, cfg, encoder_fn, train_examples, eval_examples, labels):
+    def __init__(self, task, encoder_fn, train_examples, eval_examples, labels):
         self.task, self.labels = task, labels
         self.train_examples, self.eval_examples = train_examples, eval_examples
         if task.kind == "tagging":
@@ -134,6 +138,10 @@ class _TaskData:
         self.train = encode(train_examples)
         self.eval = encode(eval_examples)
 
+    def describe(self, example):
+        gold = example.tags if self.task.kind == "tagging" else example.label
+        return {"source": example.source, "label": gold}
+
     def gold(self):
         if self.task.kind == "tagging":
             return [e.tags for e in self.eval_examples]
@@ -155,9 +163,43 @@ class _TaskData:
                            for p, row in zip(predicted, probabilities)]
 
 
+class _QAData:
+    """SQuAD features: windowed train/eval arrays; decoding back to answer texts."""
+
+    def __init__(self, task, cfg, tokenizer, special, train_examples, eval_examples):
+        self.task, self.cfg = task, cfg
+        self.eval_examples = eval_examples
+        make = lambda examples: squad.create_features(  # noqa: E731
+            examples, tokenizer, special, cfg.max_seq_length, cfg.doc_stride,
+            cfg.max_query_length)
+        train, self.eval_features = make(train_examples), make(eval_examples)
+        targets = {"start_logits": train.start_positions, "end_logits": train.end_positions,
+                   "answerable_logit": train.answerable}
+        self.train = (train.inputs, targets, None, None)
+        self.eval = (self.eval_features.inputs, None, None, None)
+
+    def describe(self, example):
+        return {"id": example.qid, "question": example.question, "label": example.answers}
+
+    def gold(self):
+        return {e.qid: e.answers for e in self.eval_examples}
+
+    def predictions(self, outputs):
+        with_null = self.task.name == "squad_v2"
+        answers, null_odds = squad.decode(
+            self.eval_examples, self.eval_features, outputs["start_logits"],
+            outputs["end_logits"], outputs["answerable_logit"] if with_null else None,
+            max_answer_length=self.cfg.max_answer_length,
+            null_threshold=0.0 if with_null else None)
+        records = [{"id": e.qid, "prediction": answers[e.qid], "null_odds": null_odds[e.qid]}
+                   for e in self.eval_examples]
+        return answers, records
+
+
 def _dataset(arrays, batch_size, shuffle, seed):
     inputs, y, weights, _ = arrays
-    data = tf.data.Dataset.from_tensor_slices((inputs, y, weights))
+    data = tf.data.Dataset.from_tensor_slices(
+        (inputs, y) if weights is None else (inputs, y, weights))
     if shuffle:
         data = data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
     return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
@@ -204,12 +246,15 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
     if task.kind == "tagging":
         train_examples = tasks.read_conll(train_file, cfg.tag_column)
         eval_examples = tasks.read_conll(eval_file, cfg.tag_column)
+    elif task.kind == "qa":
+        train_examples, eval_examples = squad.read_squad(train_file), squad.read_squad(eval_file)
     else:
         read = lambda path: tasks.read_sequence_examples(  # noqa: E731
             task, path, cfg.text_field, cfg.pair_field, cfg.label_field)
         train_examples, eval_examples = read(train_file), read(eval_file)
-    labels = tasks.infer_labels(task, train_examples)
-    tasks.check_labels(eval_examples, labels, task.kind)
+    labels = [] if task.kind == "qa" else tasks.infer_labels(task, train_examples)
+    if task.kind != "qa":
+        tasks.check_labels(eval_examples, labels, task.kind)
 
     os.makedirs(model_dir, exist_ok=True)
     _write_json(os.path.join(model_dir, "finetune_config.json"), dataclasses.asdict(cfg))
@@ -220,8 +265,11 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
     special = vocab_lib.special_token_ids(vocab_lib.load_vocab(pretrained.vocab_path))
     tokenizer = make_tokenizer(pretrained.vocab_path, encoder_config.lower_case,
                                encoder_config.strip_accents)
-    data = _TaskData(task, cfg, features_lib.Encoder(tokenizer, special, cfg.max_seq_length),
-                     train_examples, eval_examples, labels)
+    if task.kind == "qa":
+        data = _QAData(task, cfg, tokenizer, special, train_examples, eval_examples)
+    else:
+        data = _TaskData(task, features_lib.Encoder(tokenizer, special, cfg.max_seq_length),
+                         train_examples, eval_examples, labels)
 
     trials = []
     for trial in range(cfg.num_trials):
@@ -231,11 +279,15 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
                                  os.path.join(model_dir, f"trial_{trial}"), cfg.seed + trial))
     best_trial = max(range(len(trials)),
                      key=lambda t: trials[t]["scores"][task.main_metric])
+    records = trials[best_trial]["records"]
     with open(os.path.join(model_dir, "predictions.jsonl"), "w", encoding="utf-8") as f:
-        for example, record in zip(eval_examples, trials[best_trial].pop("records")):
-            gold = example.tags if task.kind == "tagging" else example.label
-            f.write(json.dumps({"source": example.source, "label": gold, **record},
-                               ensure_ascii=False) + "\n")
+        for example, record in zip(eval_examples, records):
+            f.write(json.dumps({**data.describe(example), **record}, ensure_ascii=False) + "\n")
+    if task.kind == "qa":  # the official SQuAD evaluation script's input files
+        _write_json(os.path.join(model_dir, "predictions.json"),
+                    {r["id"]: r["prediction"] for r in records})
+        _write_json(os.path.join(model_dir, "null_odds.json"),
+                    {r["id"]: r["null_odds"] for r in records})
     for trial in trials:
         trial.pop("records", None)
     results = {"task": task.name, "main_metric": task.main_metric, "trials": trials,
@@ -247,20 +299,34 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
 def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, seed):
     keras.utils.set_random_seed(seed)
     encoder = load_encoder(pretrained, encoder_config, cfg.dropout)
-    outputs = 1 if task.kind == "regression" else len(labels)
-    model_class = models.TokenClassifier if task.kind == "tagging" else models.SequenceClassifier
-    model = model_class(encoder, outputs, cfg.dropout, encoder_config.initializer_range)
+    if task.kind == "qa":
+        model = models.SpanQuestionAnswerer(encoder, cfg.dropout,
+                                            encoder_config.initializer_range)
+    else:
+        outputs = 1 if task.kind == "regression" else len(labels)
+        model_class = (models.TokenClassifier if task.kind == "tagging"
+                       else models.SequenceClassifier)
+        model = model_class(encoder, outputs, cfg.dropout, encoder_config.initializer_range)
     model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
-    steps = cfg.epochs * int(np.ceil(len(data.train[1]) / cfg.batch_size))
+    steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     multipliers = layerwise_lr_multipliers(encoder, model.trainable_variables,
                                            cfg.layerwise_decay,
                                            cfg.official_layerwise_decay_bug)
     optimizer = create_optimizer(cfg.learning_rate, steps, int(cfg.warmup_proportion * steps),
                                  model.trainable_variables, cfg.weight_decay, 1.0,
                                  cfg.adam_bias_correction, lr_multipliers=multipliers)
-    loss = (keras.losses.MeanSquaredError() if task.kind == "regression"
-            else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.compile(optimizer=optimizer, loss=loss)
+    if task.kind == "qa":
+        span_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        loss = {"start_logits": span_loss, "end_logits": span_loss,
+                # SQuAD 1.1 has no unanswerable question: its answerability head is unused.
+                "answerable_logit": keras.losses.BinaryCrossentropy(from_logits=True)}
+        loss_weights = {"start_logits": 0.5, "end_logits": 0.5,
+                        "answerable_logit": 1.0 if task.name == "squad_v2" else 0.0}
+    else:
+        loss_weights = None
+        loss = (keras.losses.MeanSquaredError() if task.kind == "regression"
+                else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
                                          os.path.join(trial_dir, "best"), max_to_keep=1)
     keeper = _EvaluateAndKeepBest(data, manager, cfg.batch_size)

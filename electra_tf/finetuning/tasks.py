@@ -38,7 +38,7 @@ class Task:
     """A named task: how to read it, what kind of head it needs, how it is scored."""
 
     name: str
-    kind: str  # "classification" | "regression" | "tagging"
+    kind: str  # "classification" | "regression" | "tagging" | "qa"
     main_metric: str
     labels: Optional[Sequence[str]] = None  # fixed label set; None = inferred from train
     glue_columns: Optional[tuple] = None  # (text, pair or None, label) for GLUE TSVs
@@ -82,6 +82,7 @@ SCORERS = {
     "classification": _classification_scores,
     "regression": _regression_scores,
     "tagging": _tagging_scores,
+    "qa": lambda gold, predicted: metrics_lib.squad_scores(gold, predicted),
     "cola": _mcc,
     "mrpc": _accuracy_and_f1,
     "qqp": _accuracy_and_f1,
@@ -92,6 +93,8 @@ TASKS = {task.name: task for task in [
     Task("text_regression", "regression", "pearson"),
     Task("tagging", "tagging", "span_f1"),
     Task("pos_tagging", "tagging", "accuracy"),
+    Task("squad", "qa", "f1", epochs=2),  # SQuAD 1.1: every question has an answer
+    Task("squad_v2", "qa", "f1", epochs=2),  # SQuAD 2.0: unanswerable questions too
     # GLUE; columns are those of the official GLUE TSV files.
     Task("cola", "classification", "mcc", ("0", "1"), (3, None, 1), glue_header=False),
     Task("sst2", "classification", "accuracy", ("0", "1"), (0, None, 1)),
@@ -108,7 +111,7 @@ TASKS = {task.name: task for task in [
 
 
 def get_task(name: str) -> Task:
-    key = name.lower().replace("-", "").replace("glue/", "")
+    key = name.lower().replace("-", "").replace("glue/", "").replace("squadv2", "squad_v2")
     if key not in TASKS:
         raise TaskDataError(f"Unknown task {name!r}; choose one of {', '.join(TASKS)}.")
     return TASKS[key]

@@ -1,0 +1,222 @@
+"""SQuAD 1.1 / 2.0 extractive QA: reading, windowed features (doc stride), span decoding.
+
+Contexts are split on white space into words (as the official BERT/ELECTRA code does); each
+word is tokenized into word pieces. A question and a window of the context form one feature
+`[CLS] question [SEP] window [SEP]`; windows start every `doc_stride` pieces so long contexts
+are covered, and each piece is scored only in the window where it has the most context.
+Answers are decoded as the best valid span over all windows of a question, then mapped back
+to the context's characters.
+"""
+
+import collections
+import dataclasses
+import json
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from electra_tf.finetuning.tasks import TaskDataError
+
+
+@dataclasses.dataclass
+class QAExample:
+    qid: str
+    question: str
+    context: str
+    words: List[str]
+    word_spans: List[tuple]  # (char start, char end) of each word in `context`
+    answers: List[str]  # all gold answer texts; [] = unanswerable
+    start_word: int = -1  # first answer's word span (training target); -1 = none
+    end_word: int = -1
+
+
+def _split_words(context):
+    words, spans, start = [], [], None
+    for i, ch in enumerate(context + " "):
+        if ch.isspace():
+            if start is not None:
+                words.append(context[start:i])
+                spans.append((start, i))
+                start = None
+        elif start is None:
+            start = i
+    return words, spans
+
+
+def read_squad(path: str) -> List[QAExample]:
+    """Reads SQuAD-format JSON; answer offsets that do not match the context are refused."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except FileNotFoundError:
+        raise TaskDataError(f"Data file {path!r} does not exist.")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise TaskDataError(f"{path}: not SQuAD-format JSON ({e}).")
+    examples = []
+    for a, article in enumerate(data):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            context = paragraph["context"]
+            words, spans = _split_words(context)
+            for qa in paragraph.get("qas", []):
+                where = f"{path}: data[{a}].paragraphs[{p}], question {qa.get('id')!r}"
+                answers = [] if qa.get("is_impossible") else qa.get("answers", [])
+                for answer in answers:
+                    start, text = answer["answer_start"], answer["text"]
+                    if context[start:start + len(text)] != text:
+                        raise TaskDataError(
+                            f"{where}: answer {text!r} is not at offset {start} of the "
+                            f"context (found {context[start:start + len(text)]!r}).")
+                example = QAExample(qa["id"], qa["question"], context, words, spans,
+                                    [x["text"] for x in answers])
+                if answers:
+                    start = answers[0]["answer_start"]
+                    end = start + len(answers[0]["text"])
+                    inside = [i for i, (s, e) in enumerate(spans) if s < end and e > start]
+                    example.start_word, example.end_word = inside[0], inside[-1]
+                examples.append(example)
+    if not examples:
+        raise TaskDataError(f"{path}: no question found.")
+    return examples
+
+
+@dataclasses.dataclass
+class QAFeatures:
+    """Arrays for the model plus what decoding needs, one row per window."""
+
+    inputs: Dict[str, np.ndarray]
+    start_positions: np.ndarray
+    end_positions: np.ndarray
+    answerable: np.ndarray
+    example_index: List[int]
+    piece_to_word: List[Dict[int, int]]  # sequence position -> context word
+    max_context: List[Dict[int, bool]]  # sequence position -> best window for that piece
+
+
+def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride=128,
+                    max_query_length=64) -> QAFeatures:
+    """Windows every example's context; targets point at [CLS] (0) when the answer is not
+    inside a window or the question has none."""
+    def pieces_of(texts):
+        ids = tokenizer(list(texts)) if texts else []
+        return [list(x) for x in (ids if isinstance(ids, list) else ids.to_list())]
+
+    question_pieces = pieces_of([e.question for e in examples])
+    all_words = [w for e in examples for w in e.words]
+    word_pieces = pieces_of(all_words)
+    cls, sep, pad = (special_ids["cls_token_id"], special_ids["sep_token_id"],
+                     special_ids["pad_token_id"])
+    rows = collections.defaultdict(list)
+    cursor = 0
+    for index, example in enumerate(examples):
+        query = question_pieces[index][:max_query_length]
+        doc, doc_word = [], []  # context pieces and the word each comes from
+        first_piece_of_word, last_piece_of_word = [], []
+        for w in range(len(example.words)):
+            first_piece_of_word.append(len(doc))
+            pieces = word_pieces[cursor + w] or [special_ids["unk_token_id"]]
+            doc.extend(pieces)
+            doc_word.extend([w] * len(pieces))
+            last_piece_of_word.append(len(doc) - 1)
+        cursor += len(example.words)
+        budget = max_length - len(query) - 3
+        if budget < 1:
+            raise TaskDataError(f"max_length={max_length} leaves no room for the context "
+                                f"after question {example.qid!r}; raise --max_seq_length.")
+        windows, start = [], 0
+        while True:
+            length = min(budget, len(doc) - start)
+            windows.append((start, length))
+            if start + length >= len(doc):
+                break
+            start += min(length, doc_stride)
+        for w_index, (w_start, w_length) in enumerate(windows):
+            ids = [cls] + query + [sep]
+            offset = len(ids)
+            to_word, best = {}, {}
+            for i in range(w_length):
+                position = w_start + i
+                to_word[offset + i] = doc_word[position]
+                best[offset + i] = _is_max_context(windows, w_index, position)
+            ids += doc[w_start:w_start + w_length] + [sep]
+            segment = [0] * offset + [1] * (w_length + 1)
+            answer_start = answer_end = 0
+            if example.start_word >= 0:
+                first = first_piece_of_word[example.start_word]
+                last = last_piece_of_word[example.end_word]
+                if first >= w_start and last < w_start + w_length:
+                    answer_start, answer_end = first - w_start + offset, last - w_start + offset
+            padding = max_length - len(ids)
+            rows["ids"].append(ids + [pad] * padding)
+            rows["mask"].append([1] * len(ids) + [0] * padding)
+            rows["segments"].append(segment + [0] * padding)
+            rows["start"].append(answer_start)
+            rows["end"].append(answer_end)
+            rows["answerable"].append(float(answer_start > 0))
+            rows["example"].append(index)
+            rows["to_word"].append(to_word)
+            rows["best"].append(best)
+    return QAFeatures(
+        inputs={"input_word_ids": np.asarray(rows["ids"], np.int32),
+                "input_mask": np.asarray(rows["mask"], np.int32),
+                "input_type_ids": np.asarray(rows["segments"], np.int32)},
+        start_positions=np.asarray(rows["start"], np.int32),
+        end_positions=np.asarray(rows["end"], np.int32),
+        answerable=np.asarray(rows["answerable"], np.float32),
+        example_index=rows["example"], piece_to_word=rows["to_word"],
+        max_context=rows["best"])
+
+
+def _is_max_context(windows, current, position):
+    """Whether window `current` gives `position` the most context (official rule: the
+    minimum of left and right context, plus a small bonus for longer windows)."""
+    best_score, best_window = None, None
+    for index, (start, length) in enumerate(windows):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_window = score, index
+    return best_window == current
+
+
+def decode(examples, features: QAFeatures, start_logits, end_logits,
+           answerable_logits: Optional[np.ndarray] = None, n_best=20, max_answer_length=30,
+           null_threshold=0.0):
+    """Best answer text per question id, and its null odds (null score - best span score).
+
+    The null score is the [CLS] start+end logit sum (minimum over windows), or, when an
+    answerability logit is given, minus that logit. An empty answer is predicted when the
+    null odds exceed `null_threshold`; with `null_threshold=None` (SQuAD 1.1) never.
+    """
+    by_example = collections.defaultdict(list)
+    for row, index in enumerate(features.example_index):
+        by_example[index].append(row)
+    predictions, null_odds = {}, {}
+    for index, example in enumerate(examples):
+        best_text, best_score, null_score = "", -np.inf, np.inf
+        for row in by_example[index]:
+            starts, ends = start_logits[row], end_logits[row]
+            if answerable_logits is not None:
+                row_null = -float(answerable_logits[row])
+            else:
+                row_null = float(starts[0] + ends[0])
+            null_score = min(null_score, row_null)
+            to_word, best = features.piece_to_word[row], features.max_context[row]
+            for s in np.argsort(starts)[::-1][:n_best]:
+                for e in np.argsort(ends)[::-1][:n_best]:
+                    if s not in to_word or e not in to_word or e < s:
+                        continue
+                    if e - s + 1 > max_answer_length or not best.get(s, False):
+                        continue
+                    score = float(starts[s] + ends[e])
+                    if score > best_score:
+                        first, last = to_word[s], to_word[e]
+                        best_score = score
+                        best_text = example.context[example.word_spans[first][0]:
+                                                    example.word_spans[last][1]]
+        odds = null_score - best_score if best_score > -np.inf else np.inf
+        null_odds[example.qid] = float(odds) if np.isfinite(odds) else 1e9
+        unanswerable = null_threshold is not None and odds > null_threshold
+        predictions[example.qid] = "" if unanswerable else best_text
+    return predictions, null_odds
