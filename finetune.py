@@ -1,4 +1,4 @@
-"""Fine-tunes a pretrained ELECTRA discriminator on a task and evaluates it.
+r"""Fine-tunes a pretrained ELECTRA discriminator on a task and evaluates it.
 
 Examples:
   python finetune.py --init_checkpoint runs/x --task text_classification \

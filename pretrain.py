@@ -1,4 +1,4 @@
-"""Pretrains ELECTRA (replaced token detection) on raw text or prebuilt TFRecord shards.
+r"""Pretrains ELECTRA (replaced token detection) on raw text or prebuilt TFRecord shards.
 
 Examples:
   python pretrain.py --corpus 'my/texts/*.txt' --model_dir runs/x --preset small

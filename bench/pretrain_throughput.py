@@ -1,4 +1,4 @@
-"""Training throughput of ElectraPretrainer against a plain keras-hub RTD step, same run.
+r"""Training throughput of ElectraPretrainer against a plain keras-hub RTD step, same run.
 
   python bench/pretrain_throughput.py --preset small --batch_size 32 --seq_length 128
 

@@ -89,3 +89,14 @@ def test_reader_batches_int32_features(shards):
     for value in batch.values():
         assert value.shape == (8, 64) and value.dtype.name == "int32"
     assert np.all(batch["input_ids"].numpy()[:, 0] == 2)
+
+
+def test_non_utf8_bytes_are_counted_and_the_build_goes_on(tmp_path, vocab_path, capsys):
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_bytes(b"The American people are strong.\n" + "Caf\u00e9 talk.\n".encode("latin-1")
+                       + b"We will build.\n")
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=32)
+    manifest = builder.build_pretraining_data(str(corpus), str(tmp_path / "out"), options,
+                                              show_progress=False)
+    assert manifest["undecodable_lines"] == 1 and manifest["num_examples"] >= 1
+    assert "not valid UTF-8" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Raw text -> packed pretraining examples -> TFRecord shards.
+r"""Raw text -> packed pretraining examples -> TFRecord shards.
 
 Usage:
   python -m electra_tf.data.build_pretraining_data --corpus 'texts/*.txt' \

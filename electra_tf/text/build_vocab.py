@@ -1,4 +1,4 @@
-"""Learns a WordPiece vocabulary from raw text.
+r"""Learns a WordPiece vocabulary from raw text.
 
 Usage:
   python -m electra_tf.text.build_vocab --corpus 'texts/*.txt' --output vocab.txt \
