@@ -37,6 +37,9 @@ _HELP = {
     "official_layerwise_decay_bug": "Reproduce the official code's top-layer lr x decay^2.",
     "num_trials": "Independent runs with seeds seed, seed+1, ...; median and spread reported.",
     "tag_column": "CoNLL column holding the tag (default: the last).",
+    "tfds_name": "A prepared TFDS dataset, e.g. glue/sst2 (read from --data_dir, never "
+                 "downloaded); replaces --train_file/--eval_file.",
+    "data_dir": "TFDS data directory holding the prepared --tfds_name.",
 }
 for _field in dataclasses.fields(run.FinetuneConfig):
     _kind = (typing.get_args(_field.type) or (_field.type,))[0]  # Optional[int] -> int
@@ -47,6 +50,9 @@ for _field in dataclasses.fields(run.FinetuneConfig):
 
 def main(argv):
     del argv
+    if not FLAGS.tfds_name and not (FLAGS.train_file and FLAGS.eval_file):
+        raise tasks.TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
+                                  "--data_dir) for a prepared TensorFlow Datasets dataset.")
     overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(run.FinetuneConfig)
                  if getattr(FLAGS, f.name) is not None}
     cfg = run.FinetuneConfig(**overrides)
@@ -60,5 +66,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["init_checkpoint", "train_file", "eval_file", "model_dir"])
+    flags.mark_flags_as_required(["init_checkpoint", "model_dir"])
     app.run(cli.run_main(main))

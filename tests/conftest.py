@@ -46,3 +46,17 @@ def shards(tmp_path_factory, vocab_path):
     manifest = builder.build_pretraining_data(SMALL_CORPUS, str(out), options, num_shards=2,
                                               show_progress=False)
     return manifest["file_pattern"], manifest
+
+
+@pytest.fixture(scope="session")
+def pretrained_dir(tmp_path_factory, shards, vocab_path):
+    """A tiny pretraining run directory (20 steps), as finetune.py's --init_checkpoint."""
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretraining import run as pretrain_run
+
+    model_dir = str(tmp_path_factory.mktemp("pretrained"))
+    config = ElectraConfig.preset("tiny", train_steps=20, batch_size=8)
+    inputs = pretrain_run.RunInputs(model_dir=model_dir, data=shards[0], vocab=vocab_path)
+    config, pattern = pretrain_run.prepare_run(config, inputs)
+    pretrain_run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    return model_dir

@@ -12,17 +12,6 @@ import pytest
 from conftest import DEMO, ROOT
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.finetuning import run
-from electra_tf.pretraining import run as pretrain_run
-
-
-@pytest.fixture(scope="module")
-def pretrained_dir(tmp_path_factory, shards, vocab_path):
-    model_dir = str(tmp_path_factory.mktemp("pretrained"))
-    config = ElectraConfig.preset("tiny", train_steps=20, batch_size=8)
-    inputs = pretrain_run.RunInputs(model_dir=model_dir, data=shards[0], vocab=vocab_path)
-    config, pattern = pretrain_run.prepare_run(config, inputs)
-    pretrain_run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
-    return model_dir
 
 
 def head(path, n, out):

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.finetuning import features as features_lib
-from electra_tf.finetuning import models, squad, tasks
+from electra_tf.finetuning import models, squad, tasks, tfds_data
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.text.tokenizer import make_tokenizer
@@ -51,6 +51,10 @@ class FinetuneConfig:
     pair_field: str = "text_pair"
     label_field: str = "label"
     tag_column: int = -1
+    tfds_name: Optional[str] = None  # e.g. "glue/sst2": read a prepared TFDS dataset
+    data_dir: Optional[str] = None  # where the TFDS dataset is prepared
+    train_split: str = "train"
+    eval_split: str = "validation"  # MNLI: validation_matched / validation_mismatched
     doc_stride: int = 128  # QA: step between context windows
     max_query_length: int = 64  # QA: question pieces kept
     max_answer_length: int = 30  # QA: longest answer span decoded, in pieces
@@ -248,6 +252,11 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
         eval_examples = tasks.read_conll(eval_file, cfg.tag_column)
     elif task.kind == "qa":
         train_examples, eval_examples = squad.read_squad(train_file), squad.read_squad(eval_file)
+    elif cfg.tfds_name:
+        read = lambda split: tfds_data.read_tfds(  # noqa: E731
+            task, cfg.tfds_name, split, cfg.data_dir, cfg.text_field, cfg.pair_field,
+            cfg.label_field)
+        train_examples, eval_examples = read(cfg.train_split), read(cfg.eval_split)
     else:
         read = lambda path: tasks.read_sequence_examples(  # noqa: E731
             task, path, cfg.text_field, cfg.pair_field, cfg.label_field)

@@ -1,0 +1,78 @@
+"""--tfds_name reads a prepared TFDS dataset from --data_dir, with no network."""
+
+import json
+import os
+
+import pytest
+
+import tensorflow_datasets as tfds  # noqa: E402  (a pinned requirement: never skipped)
+import tensorflow as tf  # noqa: E402
+
+from conftest import DEMO  # noqa: E402
+from electra_tf.finetuning import run, tasks  # noqa: E402
+from electra_tf.finetuning.tfds_data import read_tfds  # noqa: E402
+
+
+def prepare_glue(data_dir, config, splits):
+    """Writes a prepared TFDS dataset the way `tfds build` leaves it: records serialized
+    with the builder's own features, plus its split metadata and dataset_info.json."""
+    builder = tfds.builder(f"glue/{config}", data_dir=str(data_dir))
+    os.makedirs(builder.data_dir, exist_ok=True)
+    infos = []
+    for split, rows in splits.items():
+        template = tfds.core.ShardedFileTemplate(
+            data_dir=builder.data_dir, dataset_name=builder.name, split=split,
+            filetype_suffix="tfrecord")
+        path = os.fspath(template.sharded_filepath(shard_index=0, num_shards=1))
+        with tf.io.TFRecordWriter(path) as writer:
+            for row in rows:
+                writer.write(builder.info.features.serialize_example(row))
+        infos.append(tfds.core.SplitInfo(name=split, shard_lengths=[len(rows)],
+                                         num_bytes=os.path.getsize(path),
+                                         filename_template=template))
+    builder.info.set_splits(tfds.core.SplitDict(infos))
+    builder.info.write_to_directory(builder.data_dir)
+
+
+def sst2_rows(path, n):
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")][:n]
+    return [{"idx": i, "sentence": r["text"], "label": int(r["label"])}
+            for i, r in enumerate(rows)]
+
+
+@pytest.fixture(scope="module")
+def tfds_dir(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("tfds")
+    prepare_glue(data_dir, "sst2", {
+        "train": sst2_rows(DEMO / "sentiment" / "train.jsonl", 64),
+        "validation": sst2_rows(DEMO / "sentiment" / "dev.jsonl", 32)})
+    prepare_glue(data_dir, "rte", {"validation": [
+        {"idx": 0, "sentence1": "A cat sat.", "sentence2": "An animal sat.", "label": 0},
+        {"idx": 1, "sentence1": "A cat sat.", "sentence2": "Nobody sat.", "label": 1},
+        {"idx": 2, "sentence1": "Test.", "sentence2": "Unlabeled.", "label": -1}]})
+    return str(data_dir)
+
+
+def test_reads_glue_splits_with_glue_label_strings(tfds_dir):
+    train = read_tfds(tasks.get_task("sst2"), "glue/sst2", "train", tfds_dir)
+    assert len(train) == 64 and {e.label for e in train} == {"0", "1"}
+    first = json.loads(open(DEMO / "sentiment" / "train.jsonl").readline())
+    assert (train[0].text, train[0].label, train[0].text_pair) == (first["text"],
+                                                                   first["label"], None)
+    rte = read_tfds(tasks.get_task("rte"), "glue/rte", "validation", tfds_dir)
+    assert [(e.text_pair, e.label) for e in rte] == [
+        ("An animal sat.", "entailment"), ("Nobody sat.", "not_entailment"),
+        ("Unlabeled.", None)]
+
+
+def test_dataset_not_prepared_in_data_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(tasks.TaskDataError, match="not prepared in"):
+        read_tfds(tasks.get_task("qnli"), "glue/qnli", "train", str(tmp_path))
+
+
+def test_finetune_from_tfds(tfds_dir, pretrained_dir, tmp_path):
+    cfg = run.FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
+                             max_seq_length=32, batch_size=16, epochs=1)
+    results = run.finetune(cfg, pretrained_dir, None, None, str(tmp_path / "out"))
+    assert results["task"] == "sst2" and 0 <= results["summary"]["accuracy"]["median"] <= 1
+    assert len(open(tmp_path / "out" / "predictions.jsonl").readlines()) == 32
