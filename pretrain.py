@@ -53,7 +53,7 @@ def main(argv):
     inputs = run.RunInputs(
         model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
         vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
-        num_processes=FLAGS.num_processes, eval_batches=FLAGS.eval_batches)
+        num_processes=FLAGS.num_processes)
     config, file_pattern = run.prepare_run(config, inputs)
     results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches)
     run.print_summary(FLAGS.model_dir, results)

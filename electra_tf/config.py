@@ -182,11 +182,3 @@ PRESETS = {
     ),
 }
 
-
-def field_names() -> list:
-    return [f.name for f in dataclasses.fields(ElectraConfig)]
-
-
-def field_type(name: str) -> type:
-    return {f.name: f.type for f in dataclasses.fields(ElectraConfig)}[name]
-

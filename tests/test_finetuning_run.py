@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from conftest import DEMO, ROOT

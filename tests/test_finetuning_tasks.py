@@ -1,5 +1,3 @@
-import json
-
 import pytest
 
 from electra_tf.finetuning import tasks

@@ -1,4 +1,3 @@
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,8 +52,6 @@ def test_dropout_only_in_training():
 
 
 def test_gelu_is_exact_erf():
-    from electra_tf.layers import encoder as encoder_module  # noqa: F401
-
     x = tf.constant([-1.0, 0.5, 2.0])
     exact = x * 0.5 * (1.0 + tf.math.erf(x / np.sqrt(2.0)))
     head = DiscriminatorHead(3)

@@ -48,7 +48,6 @@ class RunInputs:
     vocab_size: int = 30522  # when learning the vocab
     num_shards: int = 4
     num_processes: int = 1
-    eval_batches: int = 20
 
 
 def prepare_run(config: ElectraConfig, inputs: RunInputs) -> tuple:
