@@ -11,9 +11,6 @@ Defaults follow the official recipe (AdamW, lr 1e-4 / 3e-4 for small, layer-wise
 0.9 for large, 10% warmup, batch 32, 3 epochs / 10 for RTE and STS-B, length 128).
 """
 
-import dataclasses
-import typing
-
 from absl import app, flags
 
 from electra_tf import cli
@@ -41,11 +38,7 @@ _HELP = {
                  "downloaded); replaces --train_file/--eval_file.",
     "data_dir": "TFDS data directory holding the prepared --tfds_name.",
 }
-for _field in dataclasses.fields(run.FinetuneConfig):
-    _kind = (typing.get_args(_field.type) or (_field.type,))[0]  # Optional[int] -> int
-    _define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-               float: flags.DEFINE_float, str: flags.DEFINE_string}[_kind]
-    _define(_field.name, None, _HELP.get(_field.name, f"Default: {_field.default!r}."))
+cli.define_dataclass_flags(run.FinetuneConfig, _HELP, lambda f: f"Default: {f.default!r}.")
 
 
 def main(argv):
@@ -53,9 +46,7 @@ def main(argv):
     if not FLAGS.tfds_name and not (FLAGS.train_file and FLAGS.eval_file):
         raise tasks.TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
                                   "--data_dir) for a prepared TensorFlow Datasets dataset.")
-    overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(run.FinetuneConfig)
-                 if getattr(FLAGS, f.name) is not None}
-    cfg = run.FinetuneConfig(**overrides)
+    cfg = run.FinetuneConfig(**cli.dataclass_overrides(run.FinetuneConfig))
     results = run.finetune(cfg, FLAGS.init_checkpoint, FLAGS.train_file, FLAGS.eval_file,
                            FLAGS.model_dir, FLAGS.random_init)
     print(f"\n{results['task']}: " + ", ".join(

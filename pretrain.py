@@ -7,8 +7,6 @@ Re-running the same command resumes from the last checkpoint. Every ElectraConfi
 is a flag (defaults come from --preset); see `python pretrain.py --helpfull`.
 """
 
-import dataclasses
-
 from absl import app, flags
 
 from electra_tf import cli
@@ -35,18 +33,13 @@ _HELP = {
     "adam_bias_correction": "Use Adam bias correction (the official code has none).",
     "checkpoint_every": "Steps between checkpoints (also one progress-bar epoch).",
 }
-for _field in dataclasses.fields(ElectraConfig):
-    if _field.name in _DERIVED:
-        continue
-    _define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-               float: flags.DEFINE_float, str: flags.DEFINE_string}[_field.type]
-    _define(_field.name, None, _HELP.get(_field.name, f"Override the preset's {_field.name}."))
+cli.define_dataclass_flags(ElectraConfig, _HELP, lambda f: f"Override the preset's {f.name}.",
+                           skip=_DERIVED)
 
 
 def main(argv):
     del argv
-    overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(ElectraConfig)
-                 if f.name not in _DERIVED and getattr(FLAGS, f.name) is not None}
+    overrides = cli.dataclass_overrides(ElectraConfig, skip=_DERIVED)
     if "lower_case" in overrides and "strip_accents" not in overrides:
         overrides["strip_accents"] = overrides["lower_case"]
     config = ElectraConfig.preset(FLAGS.preset, **overrides)

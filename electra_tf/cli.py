@@ -1,8 +1,10 @@
 """Shared pieces of the absl command-line apps: one-line errors instead of tracebacks."""
 
+import dataclasses
 import sys
+import typing
 
-from absl import logging
+from absl import flags, logging
 
 from electra_tf.config import ConfigError
 from electra_tf.finetuning.tasks import TaskDataError
@@ -25,3 +27,22 @@ def run_main(main):
             sys.exit(2)
 
     return wrapped
+
+
+def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None:
+    """One absl flag per field of dataclass `cls`, defaulting to None ("not given").
+
+    `help_texts` maps field names to help; other fields get `default_help(field)`.
+    """
+    define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+              float: flags.DEFINE_float, str: flags.DEFINE_string}
+    for field in dataclasses.fields(cls):
+        if field.name not in skip:
+            kind = (typing.get_args(field.type) or (field.type,))[0]  # Optional[int] -> int
+            define[kind](field.name, None, help_texts.get(field.name, default_help(field)))
+
+
+def dataclass_overrides(cls, skip=()) -> dict:
+    """{field name: flag value} for the fields of `cls` given on the command line."""
+    return {f.name: getattr(flags.FLAGS, f.name) for f in dataclasses.fields(cls)
+            if f.name not in skip and getattr(flags.FLAGS, f.name) is not None}

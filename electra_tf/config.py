@@ -12,7 +12,8 @@ Example:
 
 import dataclasses
 import json
-import os
+
+from electra_tf import files
 
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
@@ -141,11 +142,7 @@ class ElectraConfig:
 
     def save(self, path: str) -> None:
         """Writes JSON atomically (a crash never leaves a half-written config)."""
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        files.write_json(path, self.to_dict(), sort_keys=True)
 
     @classmethod
     def load(cls, path: str) -> "ElectraConfig":

@@ -26,6 +26,7 @@ import time
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.files import write_json
 from electra_tf.text import corpus, vocab as vocab_lib
 from electra_tf.text.sentences import split_sentences
 
@@ -53,16 +54,14 @@ def file_sha256(path: str) -> str:
 
 def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
     """Yields (path, token ids) per sentence and (path, None) at each document end."""
-    import tensorflow as tf
-
-    from electra_tf.text.tokenizer import make_tokenizer
+    from electra_tf.text.tokenizer import make_tokenizer, tokenize_to_lists
 
     tokenizer = make_tokenizer(options.vocab_path, options.lower_case, options.strip_accents)
     pending = []  # sentences (str) or None (document end), in corpus order
 
     def flush(path):
         texts = [s for s in pending if s is not None]
-        ids = iter(_as_lists(tokenizer(tf.constant(texts, tf.string))) if texts else [])
+        ids = iter(tokenize_to_lists(tokenizer, texts))
         for item in pending:
             yield path, (None if item is None else next(ids))
         pending.clear()
@@ -80,11 +79,6 @@ def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
         pending.append(None)  # a file end is a document end
         yield from flush(path)
         yield path, "end_of_file"
-
-
-def _as_lists(ids):
-    # keras-hub returns Python lists for eager string inputs, a RaggedTensor otherwise.
-    return ids if isinstance(ids, list) else ids.to_list()
 
 
 def _serialize(example) -> bytes:
@@ -208,10 +202,7 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
     }
     if manifest["num_examples"] == 0:
         raise corpus.CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
-    tmp = os.path.join(output_dir, MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-    os.replace(tmp, os.path.join(output_dir, MANIFEST))
+    write_json(os.path.join(output_dir, MANIFEST), manifest)
     return manifest
 
 

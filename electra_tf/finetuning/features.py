@@ -3,6 +3,8 @@
 import keras_hub
 import numpy as np
 
+from electra_tf.text.tokenizer import tokenize_to_lists
+
 IGNORE = -1  # tagging label of non-first word pieces, [CLS], [SEP] and padding
 
 
@@ -46,9 +48,7 @@ class Encoder:
         padding get IGNORE. Words cut off by `max_length` keep index -1 in `word_starts`.
         """
         n, length = len(sentences), self.max_length
-        flat = [w for words in sentences for w in words]
-        pieces = self.tokenizer(flat) if flat else []
-        pieces = [list(p) for p in (pieces if isinstance(pieces, list) else pieces.to_list())]
+        pieces = tokenize_to_lists(self.tokenizer, [w for words in sentences for w in words])
         ids = np.full((n, length), self.special_ids["pad_token_id"], np.int32)
         labels = np.full((n, length), IGNORE, np.int32) if tag_ids is not None else None
         word_starts = [[-1] * len(words) for words in sentences]

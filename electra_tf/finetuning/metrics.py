@@ -94,10 +94,13 @@ def token_accuracy(gold_sequences, predicted_sequences) -> float:
 
 
 # ----------------------------------------------------------------------------- SQuAD
+_PUNCTUATION = frozenset(string.punctuation)
+
+
 def normalize_answer(text: str) -> str:
     """Lower-case, drop punctuation and English articles, fold white space (official)."""
     text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
 

@@ -20,6 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import files
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.finetuning import features as features_lib
 from electra_tf.finetuning import models, squad, tasks, tfds_data
@@ -76,6 +77,7 @@ class Pretrained:
 
     config: ElectraConfig
     vocab_path: str
+    special_ids: dict  # {"cls_token_id": ..., ...} read from the vocab
     checkpoint: str
 
 
@@ -98,7 +100,7 @@ def locate_pretrained(path: str) -> Pretrained:
     if len(tokens) != config.vocab_size:
         raise ConfigError(f"{vocab_path} has {len(tokens)} tokens but the encoder config says "
                           f"vocab_size={config.vocab_size}: they belong to different runs.")
-    return Pretrained(config, vocab_path, checkpoint)
+    return Pretrained(config, vocab_path, vocab_lib.special_token_ids(tokens), checkpoint)
 
 
 def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float):
@@ -121,8 +123,8 @@ class _TaskData:
     def __init__(self, task, encoder_fn, train_examples, eval_examples, labels):
         self.task, self.labels = task, labels
         self.train_examples, self.eval_examples = train_examples, eval_examples
+        index = {t: i for i, t in enumerate(labels)}
         if task.kind == "tagging":
-            index = {t: i for i, t in enumerate(labels)}
             def encode(examples):
                 tag_ids = [[index[t] for t in e.tags] for e in examples]
                 inputs, y, starts = encoder_fn.encode_words([e.words for e in examples],
@@ -130,7 +132,6 @@ class _TaskData:
                 weights = (y != features_lib.IGNORE).astype(np.float32)
                 return inputs, np.maximum(y, 0), weights, starts
         else:
-            index = {t: i for i, t in enumerate(labels)}
             def encode(examples):
                 inputs = encoder_fn.encode_pairs([e.text for e in examples],
                                                  [e.text_pair for e in examples])
@@ -271,7 +272,7 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
     encoder_config.save(os.path.join(model_dir, "encoder_config.json"))
     shutil.copyfile(pretrained.vocab_path, os.path.join(model_dir, "vocab.txt"))
 
-    special = vocab_lib.special_token_ids(vocab_lib.load_vocab(pretrained.vocab_path))
+    special = pretrained.special_ids
     tokenizer = make_tokenizer(pretrained.vocab_path, encoder_config.lower_case,
                                encoder_config.strip_accents)
     if task.kind == "qa":
@@ -357,7 +358,4 @@ def _summary(trials):
 
 
 def _write_json(path, value):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, ensure_ascii=False)
-    os.replace(tmp, path)
+    files.write_json(path, value, ensure_ascii=False)

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from electra_tf.finetuning.tasks import TaskDataError
+from electra_tf.text.tokenizer import tokenize_to_lists
 
 
 @dataclasses.dataclass
@@ -96,13 +97,8 @@ def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride
                     max_query_length=64) -> QAFeatures:
     """Windows every example's context; targets point at [CLS] (0) when the answer is not
     inside a window or the question has none."""
-    def pieces_of(texts):
-        ids = tokenizer(list(texts)) if texts else []
-        return [list(x) for x in (ids if isinstance(ids, list) else ids.to_list())]
-
-    question_pieces = pieces_of([e.question for e in examples])
-    all_words = [w for e in examples for w in e.words]
-    word_pieces = pieces_of(all_words)
+    question_pieces = tokenize_to_lists(tokenizer, [e.question for e in examples])
+    word_pieces = tokenize_to_lists(tokenizer, [w for e in examples for w in e.words])
     cls, sep, pad = (special_ids["cls_token_id"], special_ids["sep_token_id"],
                      special_ids["pad_token_id"])
     rows = collections.defaultdict(list)
@@ -203,8 +199,9 @@ def decode(examples, features: QAFeatures, start_logits, end_logits,
                 row_null = float(starts[0] + ends[0])
             null_score = min(null_score, row_null)
             to_word, best = features.piece_to_word[row], features.max_context[row]
+            top_ends = np.argsort(ends)[::-1][:n_best]
             for s in np.argsort(starts)[::-1][:n_best]:
-                for e in np.argsort(ends)[::-1][:n_best]:
+                for e in top_ends:
                     if s not in to_word or e not in to_word or e < s:
                         continue
                     if e - s + 1 > max_answer_length or not best.get(s, False):

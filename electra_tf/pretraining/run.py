@@ -12,7 +12,6 @@ Run directory layout:
 """
 
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -22,6 +21,7 @@ from typing import Optional
 
 import keras
 
+from electra_tf import files
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
@@ -170,10 +170,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                "eval": {k: round(float(v), 4) for k, v in metrics.items()},
                "train_tokens_per_second": tokens_per_second and round(tokens_per_second, 1),
                "checkpoint": manager.latest_checkpoint}
-    tmp = os.path.join(model_dir, RESULTS_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
-    os.replace(tmp, os.path.join(model_dir, RESULTS_FILE))
+    files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
     return results
 
 

@@ -5,6 +5,7 @@ so the same ops run in `tf.data`, in Python and inside exported SavedModels.
 """
 
 import keras_hub
+import tensorflow as tf
 
 
 def make_tokenizer(vocab, lower_case: bool, strip_accents: bool, sequence_length=None):
@@ -27,3 +28,16 @@ def make_tokenizer(vocab, lower_case: bool, strip_accents: bool, sequence_length
         oov_token="[UNK]",
         dtype="int32",
     )
+
+
+def tokenize_to_lists(tokenizer, texts) -> list:
+    """Token ids of each text as a Python list (`[]` for no texts).
+
+    keras-hub returns Python lists for some eager inputs and a RaggedTensor for others;
+    callers that pack or window ids in Python get one form here.
+    """
+    texts = list(texts)
+    if not texts:
+        return []
+    ids = tokenizer(tf.constant(texts, tf.string))
+    return [list(x) for x in (ids if isinstance(ids, list) else ids.to_list())]

@@ -4,6 +4,7 @@ import os
 
 import tensorflow as tf
 
+from electra_tf import files
 from electra_tf.text import corpus
 
 # Order of the reserved tokens in vocabularies we learn ([PAD] must be id 0: records are
@@ -98,7 +99,4 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
 
 def write_vocab(tokens: list, path: str) -> None:
     """Writes the vocab atomically."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(f"{t}\n" for t in tokens))
-    os.replace(tmp, path)
+    files.write_text(path, "".join(f"{t}\n" for t in tokens))

@@ -125,8 +125,8 @@ def layerwise_lr_multipliers(encoder, variables, decay: float, official_bug=Fals
     for i, layer in enumerate(encoder.transformer_layers):
         for v in layer.weights:
             depth_of[v.path] = i + 1
-    head_depth = top if official_bug else num_layers + 1
-    return {v.path: decay ** (top - depth_of.get(v.path, head_depth)) for v in variables}
+    # Everything outside the encoder (the task head) sits at the top: multiplier 1.
+    return {v.path: decay ** (top - depth_of.get(v.path, top)) for v in variables}
 
 
 def create_pretraining_optimizer(config, model):
