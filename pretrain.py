@@ -28,6 +28,8 @@ _DERIVED = {"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id", "mas
 _HELP = {
     "vocab_size": "Vocab size to learn from --corpus (a given --vocab sets its own size).",
     "generator_size": "Generator width as a fraction of the discriminator's.",
+    "tie_embeddings": "all: generator and discriminator share the embedding block; none: "
+                      "the generator has its own (official untied_generator_embeddings).",
     "disc_weight": "Weight of the discriminator loss (paper: 50).",
     "temperature": "Temperature of the generator's sampling.",
     "adam_bias_correction": "Use Adam bias correction (the official code has none).",

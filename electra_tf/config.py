@@ -18,6 +18,7 @@ from electra_tf import files
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
 RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints"})
+TIE_EMBEDDINGS = ("all", "none")
 
 
 class ConfigError(ValueError):
@@ -45,6 +46,10 @@ class ElectraConfig:
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-12
     generator_size: float = 0.25
+    # "all": generator and discriminator share the whole embedding block (the paper's
+    # default); "none": the generator has its own block, as wide as its hidden layers (the
+    # official `untied_generator_embeddings`).
+    tie_embeddings: str = "all"
     # Tokenization the vocab was built with (saved so downstream tools tokenize alike).
     lower_case: bool = True
     strip_accents: bool = True
@@ -125,6 +130,9 @@ class ElectraConfig:
             raise ConfigError(f"mask_prob={self.mask_prob} must be in (0, 1).")
         if not 0.0 < self.generator_size <= 1.0:
             raise ConfigError(f"generator_size={self.generator_size} must be in (0, 1].")
+        if self.tie_embeddings not in TIE_EMBEDDINGS:
+            raise ConfigError(f"tie_embeddings={self.tie_embeddings!r}; choose one of "
+                              f"{', '.join(TIE_EMBEDDINGS)}.")
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length={self.max_seq_length} is too short (min 8).")
         return self

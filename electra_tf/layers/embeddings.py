@@ -49,6 +49,13 @@ class ElectraEmbeddings(keras.layers.Layer):
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
+    @classmethod
+    def from_electra_config(cls, config, embedding_size=None):
+        """The block of `config` (`embedding_size` overrides the config's width)."""
+        return cls(config.vocab_size, embedding_size or config.embedding_size,
+                   config.max_position_embeddings, config.type_vocab_size, config.dropout,
+                   config.initializer_range, config.layer_norm_epsilon, name="embeddings")
+
     def build(self, token_ids_shape, segment_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
         self.position_embedding.build(tuple(token_ids_shape) + (self.embedding_size,))

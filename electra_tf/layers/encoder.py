@@ -62,10 +62,7 @@ class ElectraEncoder(keras.Model):
     def from_electra_config(cls, config, generator=False, embeddings=None, **kwargs):
         """Builds the discriminator (or, with `generator=True`, the generator) tower."""
         if embeddings is None:
-            embeddings = ElectraEmbeddings(
-                config.vocab_size, config.embedding_size, config.max_position_embeddings,
-                config.type_vocab_size, config.dropout, config.initializer_range,
-                config.layer_norm_epsilon, name="embeddings")
+            embeddings = ElectraEmbeddings.from_electra_config(config)
         if generator:
             sizes = (config.generator_hidden_size, config.num_layers,
                      config.generator_num_heads, config.generator_intermediate_size)

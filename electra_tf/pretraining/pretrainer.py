@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.layers.discriminator_head import DiscriminatorHead
+from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.pretraining import objectives
 from electra_tf.pretraining.masking import mask_tokens
@@ -14,8 +15,9 @@ from electra_tf.pretraining.masking import mask_tokens
 class ElectraPretrainer(keras.Model):
     """The ELECTRA pretraining model; `model.discriminator` is the encoder to keep.
 
-    A small MLM generator and the discriminator share one embedding block; the generator's
-    output layer is the word-embedding matrix transposed plus its own bias (keras-hub's
+    A small MLM generator and the discriminator share one embedding block (unless
+    `config.tie_embeddings == "none"`); the generator's output layer is its word-embedding
+    matrix transposed plus its own bias (keras-hub's
     `MaskedLMHead`, computed only at the masked positions). Each step masks fresh positions,
     samples replacements from the generator and trains the discriminator to spot them:
     loss = mlm_weight * MLM + disc_weight * BCE over all real tokens.
@@ -35,11 +37,15 @@ class ElectraPretrainer(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         self.discriminator = ElectraEncoder.from_electra_config(config)
+        generator_embeddings = self.discriminator.embeddings
+        if config.tie_embeddings == "none":
+            generator_embeddings = ElectraEmbeddings.from_electra_config(
+                config, embedding_size=config.generator_hidden_size)
         self.generator = ElectraEncoder.from_electra_config(
-            config, generator=True, embeddings=self.discriminator.embeddings)
+            config, generator=True, embeddings=generator_embeddings)
         initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.generator_head = keras_hub.layers.MaskedLMHead(
-            token_embedding=self.discriminator.embeddings.token_embedding,
+            token_embedding=self.generator.embeddings.token_embedding,
             intermediate_activation="gelu", layer_norm_epsilon=config.layer_norm_epsilon,
             kernel_initializer=initializer, name="generator_predictions")
         self.discriminator_head = DiscriminatorHead(

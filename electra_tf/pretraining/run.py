@@ -136,7 +136,11 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         checkpoint, os.path.join(model_dir, CHECKPOINT_DIR),
         max_to_keep=config.keep_checkpoints)
     if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        if "optimizer" in checkpointing.saved_objects(manager.latest_checkpoint):
+            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        else:  # converted weights (electra_tf.convert): continue pretraining with a new optimizer
+            print(f"Continuing pretraining from the weights in {manager.latest_checkpoint}.")
+            _restore_weights_only(model, manager.latest_checkpoint)
     start_step = int(optimizer.iterations.numpy())
     if start_step:
         print(f"Resuming from {manager.latest_checkpoint} at step {start_step}.")
@@ -172,6 +176,21 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                "checkpoint": manager.latest_checkpoint}
     files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
     return results
+
+
+def _restore_weights_only(model, checkpoint_path: str) -> None:
+    """Loads a checkpoint saved without optimizer state into the compiled `model`.
+
+    A compiled model tracks its optimizer, whose slots such a checkpoint lacks; restoring
+    into an uncompiled twin keeps the "every model weight matched" check meaningful.
+    """
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    twin = ElectraPretrainer(model.config)
+    twin.build_all()
+    checkpointing.make_checkpoint(twin).restore(
+        checkpoint_path).assert_existing_objects_matched().expect_partial()
+    model.set_weights(twin.get_weights())
 
 
 def print_summary(model_dir: str, results: dict) -> None:

@@ -45,6 +45,13 @@ def special_token_ids(tokens: list) -> dict:
     return {f"{t.strip('[]').lower()}_token_id": index[t] for t in SPECIAL_TOKENS}
 
 
+def looks_cased(tokens: list) -> bool:
+    """True when the vocab keeps capitals (a lower-cased vocab has none outside `[...]`)."""
+    words = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
+    capitals = sum(1 for t in words if any(ch.isupper() for ch in t))
+    return capitals > 0.01 * max(1, len(words))
+
+
 def contains_hangul(files, max_chars: int = 200_000) -> bool:
     """True when the corpus sample has Hangul syllables (accent stripping would split them)."""
     seen = 0

@@ -18,6 +18,22 @@ def make_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(**objects)
 
 
+def saved_objects(checkpoint_path: str) -> dict:
+    """{top-level object name: names of its children} saved in an object-based checkpoint.
+
+    Read from the checkpoint's object graph, not from variable names: a variable is saved
+    under one path only (often the optimizer's), so names do not show which objects exist.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(checkpoint_path).get_tensor(
+        "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return {child.local_name: {grandchild.local_name
+                               for grandchild in graph.nodes[child.node_id].children}
+            for child in graph.nodes[0].children}
+
+
 def restore_discriminator(encoder, checkpoint_path: str) -> None:
     """Loads only the discriminator encoder's weights from a pretraining checkpoint.
 

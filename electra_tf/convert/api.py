@@ -1,0 +1,79 @@
+"""Conversions as functions: into a run directory (`from_*`) and out of one (`to_*`).
+
+`python -m electra_tf.convert` is a thin flag layer over these.
+"""
+
+import os
+from typing import Optional
+
+from electra_tf import files
+from electra_tf.config import ConfigError
+from electra_tf.convert import huggingface, keras_hub_backbone, official, official_names
+from electra_tf.convert import run_dir
+from electra_tf.text import vocab as vocab_lib
+
+
+def _vocab_tokens(vocab: Optional[str], default_dir: str) -> list:
+    path = vocab or os.path.join(default_dir, "vocab.txt")
+    if not os.path.isfile(path):
+        raise ConfigError(f"No vocab at {path!r}; pass the model's vocab with --vocab.")
+    return vocab_lib.load_vocab(path)
+
+
+def from_official(checkpoint: str, output: str, vocab: Optional[str] = None,
+                  lower_case: Optional[bool] = None, num_heads: Optional[int] = None,
+                  discriminator_only: bool = False) -> dict:
+    """An official TF1 checkpoint (prefix) -> run directory; returns the conversion report."""
+    weights = official.read_checkpoint(checkpoint)
+    tokens = _vocab_tokens(vocab, os.path.dirname(checkpoint))
+    config = official.infer_config(weights, tokens, checkpoint, lower_case, num_heads,
+                                   discriminator_only)
+    generator_names = [name for name in weights if official_names.is_generator_name(name)]
+    with_generator = bool(generator_names) and not discriminator_only
+    ignored = [] if with_generator else generator_names
+    return run_dir.write_run(config, tokens, weights, output, checkpoint, with_generator,
+                             ignored)
+
+
+def from_huggingface(checkpoint: str, output: str, generator: Optional[str] = None,
+                     vocab: Optional[str] = None, lower_case: Optional[bool] = None,
+                     discriminator_only: bool = False) -> dict:
+    """HF ElectraForPreTraining/ElectraModel (+ ElectraForMaskedLM) dirs -> run directory."""
+    generator = None if discriminator_only else generator
+    config, state, tokens = huggingface.read_model(checkpoint, generator, lower_case)
+    if vocab:
+        tokens = _vocab_tokens(vocab, checkpoint)
+    names = official_names.pretrainer_weights(run_dir.build_pretrainer(config),
+                                              with_generator=generator is not None)
+    weights = huggingface.to_official(state, names, checkpoint)
+    return run_dir.write_run(config, tokens, weights, output, checkpoint,
+                             generator is not None)
+
+
+def from_keras_hub(checkpoint: str, output: str, vocab: Optional[str] = None,
+                   lower_case: Optional[bool] = None) -> dict:
+    """A keras-hub ElectraBackbone (preset dir or .keras) -> run directory (no pooler)."""
+    backbone = keras_hub_backbone.load_backbone(checkpoint)
+    vocab = vocab or keras_hub_backbone.preset_vocab(checkpoint)
+    if not vocab:
+        raise ConfigError(f"{checkpoint} has no saved tokenizer; pass --vocab.")
+    tokens = vocab_lib.load_vocab(vocab)
+    config = keras_hub_backbone.backbone_config(backbone, tokens, lower_case, checkpoint)
+    weights = official_names.read(keras_hub_backbone.backbone_weights(backbone))
+    return run_dir.write_run(config, tokens, weights, output, checkpoint, False)
+
+
+def to_huggingface(run: str, output: str) -> list:
+    """Run directory -> HF directories (`output/`, and `output/generator/`); returns them."""
+    config, vocab_path, weights = run_dir.read_run(run)
+    return huggingface.write_model(weights, config, vocab_path, output)
+
+
+def to_official(run: str, output: str) -> str:
+    """Run directory -> TF1 name-based checkpoint at prefix `output` (+ vocab.txt beside)."""
+    config, vocab_path, weights = run_dir.read_run(run)
+    written = official.write_checkpoint(weights, output)
+    with open(vocab_path, encoding="utf-8") as f:
+        files.write_text(os.path.join(os.path.dirname(os.path.abspath(output)), "vocab.txt"),
+                         f.read())
+    return written

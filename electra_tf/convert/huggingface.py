@@ -1,0 +1,248 @@
+"""Hugging Face `transformers` ELECTRA directories: read them, and write ones HF loads.
+
+A discriminator directory holds `config.json` (`ElectraForPreTraining` or `ElectraModel`),
+`model.safetensors` (or `pytorch_model.bin`, which needs torch) and the tokenizer files; the
+generator (`ElectraForMaskedLM`) is a second such directory. HF's parameter names are the
+official TF1 names rewritten (HF's own TF1 loader does exactly that), so this module only
+translates names and transposes dense kernels; `official_names.py` holds the model map.
+"""
+
+import json
+import os
+import re
+from typing import Optional
+
+import numpy as np
+
+from electra_tf import files
+from electra_tf.config import ConfigError
+from electra_tf.convert import official_names
+from electra_tf.convert.configs import GeneratorShape, make_config
+
+# Parameters that are not weights of the model: a buffer, and the generator's output layer
+# (tied to its word embeddings, checked separately).
+_NOT_WEIGHTS = re.compile(r"(position_ids|generator_lm_head\.weight)$")
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def hf_name(official: str) -> str:
+    """The HF parameter name of an official TF1 variable name.
+
+    Generator names (`generator/...`, `generator_predictions/...`) are those of the
+    `ElectraForMaskedLM` model; the rest, `ElectraForPreTraining`'s. The shared embeddings
+    (`electra/embeddings/...`) have the same name in both.
+    """
+    name = re.sub(r"^generator/", "electra/", official)
+    name = name.replace("generator_predictions/output_bias", "generator_lm_head/bias")
+    name = name.replace("discriminator_predictions/dense_1/", "discriminator_predictions/"
+                                                              "dense_prediction/")
+    name = re.sub(r"/layer_(\d+)/", r"/layer/\1/", name)
+    name = re.sub(r"/(kernel|gamma)$", "/weight", name)
+    name = re.sub(r"/beta$", "/bias", name)
+    name = re.sub(r"_embeddings$", "_embeddings/weight", name)
+    return name.replace("/", ".")
+
+
+def _to_hf(official: str, value: np.ndarray) -> np.ndarray:
+    # torch Linear stores [out, in]; TF dense kernels are [in, out].
+    return np.ascontiguousarray(value.T) if official.endswith("/kernel") else value
+
+
+def read_state_dict(directory: str) -> dict:
+    """{parameter name: float32 array} from model.safetensors(.index.json) or pytorch_model.bin."""
+    single = os.path.join(directory, "model.safetensors")
+    index = single + ".index.json"
+    if os.path.isfile(single) or os.path.isfile(index):
+        from safetensors.numpy import load_file
+
+        shards = [single] if os.path.isfile(single) else sorted(
+            {os.path.join(directory, f) for f in _read_json(index)["weight_map"].values()})
+        state = {}
+        for shard in shards:
+            state.update(load_file(shard))
+    elif os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+        try:
+            import torch
+        except ImportError as e:
+            raise ConfigError(f"{directory} holds pytorch_model.bin, which needs torch to read "
+                              "(`pip install torch`), or convert it to safetensors.") from e
+        loaded = torch.load(os.path.join(directory, "pytorch_model.bin"), map_location="cpu",
+                            weights_only=True)
+        state = {k: v.float().numpy() for k, v in loaded.items()}
+    else:
+        raise ConfigError(f"{directory}: no model.safetensors or pytorch_model.bin.")
+    return {k: np.asarray(v, np.float32) for k, v in state.items()}
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path} does not exist: not a Hugging Face model directory.")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _architecture(hf_config: dict, path: str) -> dict:
+    if hf_config.get("model_type") != "electra":
+        raise ConfigError(f"{path}: model_type is {hf_config.get('model_type')!r}, not "
+                          "'electra'.")
+    if hf_config.get("hidden_act", "gelu") != "gelu":
+        raise ConfigError(f"{path}: hidden_act={hf_config['hidden_act']!r}; our encoder uses "
+                          "the exact (erf) 'gelu' of ELECTRA.")
+    if hf_config.get("position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(f"{path}: only absolute position embeddings are supported.")
+    return hf_config
+
+
+def read_model(directory: str, generator_directory: Optional[str] = None,
+               lower_case: Optional[bool] = None):
+    """(ElectraConfig, {official name: array}, vocab tokens) of an HF model directory."""
+    from electra_tf.text import vocab as vocab_lib
+
+    config_path = os.path.join(directory, "config.json")
+    disc = _architecture(_read_json(config_path), config_path)
+    tokens = vocab_lib.load_vocab(os.path.join(directory, "vocab.txt"))
+    tokenizer_config = os.path.join(directory, "tokenizer_config.json")
+    if lower_case is None and os.path.isfile(tokenizer_config):
+        lower_case = _read_json(tokenizer_config).get("do_lower_case", True)
+    state = {"discriminator": read_state_dict(directory)}
+    generator = None
+    if generator_directory:
+        gen_path = os.path.join(generator_directory, "config.json")
+        gen = _architecture(_read_json(gen_path), gen_path)
+        generator = GeneratorShape(
+            gen["hidden_size"], gen["intermediate_size"], gen["num_attention_heads"],
+            gen["num_hidden_layers"],
+            untied_embeddings=gen.get("embedding_size", 128) != disc.get("embedding_size", 128))
+        state["generator"] = read_state_dict(generator_directory)
+    config = make_config(
+        tokens, lower_case, generator, directory,
+        vocab_size=disc["vocab_size"], embedding_size=disc.get("embedding_size", 128),
+        hidden_size=disc["hidden_size"], num_layers=disc["num_hidden_layers"],
+        num_heads=disc["num_attention_heads"], intermediate_size=disc["intermediate_size"],
+        max_position_embeddings=disc["max_position_embeddings"],
+        type_vocab_size=disc["type_vocab_size"],
+        dropout=disc.get("hidden_dropout_prob", 0.1),
+        initializer_range=disc.get("initializer_range", 0.02),
+        layer_norm_epsilon=disc.get("layer_norm_eps", 1e-12))
+    return config, state, tokens
+
+
+def to_official(state: dict, names, source: str) -> dict:
+    """{official name: array} for the official `names` a model needs, from HF state dicts.
+
+    `state` maps "discriminator" (and optionally "generator") to state dicts. The generator's
+    copy of the shared embeddings must equal the discriminator's. Raises ConfigError naming
+    any HF parameter nothing maps to, so no weight of the source is silently dropped.
+    """
+    weights, used = {}, {model: set() for model in state}
+    for official in names:
+        model = "generator" if official_names.is_generator_name(official) else "discriminator"
+        if model not in state:
+            continue
+        key = _with_prefix(hf_name(official), state[model])
+        if key is None:
+            continue  # reported as missing by official_names.assign
+        used[model].add(key)
+        weights[official] = state[model][key].T if official.endswith("/kernel") else (
+            state[model][key])
+    if "generator" in state:
+        used["generator"] |= _check_generator_copies(state, used["generator"], source)
+    for model, params in state.items():
+        unused = sorted(k for k in params if k not in used[model] and not _NOT_WEIGHTS.search(k))
+        if unused:
+            raise ConfigError(f"{source}: {len(unused)} {model} parameter(s) have no place in "
+                              f"an ELECTRA encoder: {', '.join(unused[:15])}. Task heads "
+                              "cannot be converted; give the pretrained model.")
+    return weights
+
+
+def _with_prefix(key: str, params: dict) -> Optional[str]:
+    """`key`, or its unprefixed form for a bare `ElectraModel` (saved without `electra.`)."""
+    if key in params:
+        return key
+    bare = key[len("electra."):] if key.startswith("electra.") else key
+    return bare if bare in params else None
+
+
+def _check_generator_copies(state: dict, used: set, source: str) -> set:
+    """The generator file repeats the shared embeddings and its tied output layer: both must
+    be copies. Returns the repeated parameter names."""
+    generator, discriminator = state["generator"], state["discriminator"]
+    copies = {k for k in generator if k.startswith("electra.embeddings.") and k not in used
+              and not _NOT_WEIGHTS.search(k)}
+    differing = sorted(k for k in copies if _with_prefix(k, discriminator) is None or not
+                       np.array_equal(generator[k], discriminator[_with_prefix(k, discriminator)]))
+    if differing:
+        raise ConfigError(f"{source}: the generator's {', '.join(differing)} differ from the "
+                          "discriminator's; our model shares the embedding block. Convert "
+                          "with --discriminator_only.")
+    lm_weight = generator.get("generator_lm_head.weight")
+    words = generator.get("electra.embeddings.word_embeddings.weight")
+    if lm_weight is not None and words is not None and not np.array_equal(lm_weight, words):
+        raise ConfigError(f"{source}: the generator's output layer is not tied to its word "
+                          "embeddings; convert with --discriminator_only.")
+    return copies
+
+
+def hf_config(config, generator: bool = False) -> dict:
+    """transformers' `ElectraConfig` fields for our config (or for its generator)."""
+    untied = generator and config.tie_embeddings == "none"
+    return {
+        "architectures": ["ElectraForMaskedLM" if generator else "ElectraForPreTraining"],
+        "model_type": "electra",
+        "vocab_size": config.vocab_size,
+        "embedding_size": config.generator_hidden_size if untied else config.embedding_size,
+        "hidden_size": config.generator_hidden_size if generator else config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": (config.generator_num_heads if generator
+                                else config.num_heads),
+        "intermediate_size": (config.generator_intermediate_size if generator
+                              else config.intermediate_size),
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": config.dropout,
+        "attention_probs_dropout_prob": config.dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "initializer_range": config.initializer_range,
+        "layer_norm_eps": config.layer_norm_epsilon,
+        "pad_token_id": config.pad_token_id,
+        "position_embedding_type": "absolute",
+        "torch_dtype": "float32",
+    }
+
+
+def write_model(weights: dict, config, vocab_path: str, output: str) -> list:
+    """Writes HF directories: `output/` (discriminator) and, with generator weights,
+    `output/generator/`. Returns the directories written."""
+    from safetensors.numpy import save_file
+
+    models = {"discriminator": (output, False)}
+    if any(official_names.is_generator_name(name) for name in weights):
+        models["generator"] = (os.path.join(output, "generator"), True)
+    for directory, generator in models.values():
+        os.makedirs(directory, exist_ok=True)
+        state = {}
+        for official, value in weights.items():
+            shared = official.startswith("electra/embeddings/")
+            if official_names.is_generator_name(official) == generator or (generator and shared):
+                state[hf_name(official)] = _to_hf(official, value).astype(np.float32)
+        if generator:
+            state["generator_lm_head.weight"] = state["electra.embeddings.word_embeddings.weight"]
+        save_file(state, os.path.join(directory, "model.safetensors"),
+                  metadata={"format": "pt"})
+        files.write_json(os.path.join(directory, "config.json"), hf_config(config, generator))
+        _write_tokenizer(config, vocab_path, directory)
+    return [directory for directory, _ in models.values()]
+
+
+def _write_tokenizer(config, vocab_path: str, directory: str) -> None:
+    with open(vocab_path, encoding="utf-8") as f:
+        files.write_text(os.path.join(directory, "vocab.txt"), f.read())
+    files.write_json(os.path.join(directory, "tokenizer_config.json"), {
+        "tokenizer_class": "ElectraTokenizer", "do_lower_case": config.lower_case,
+        "strip_accents": config.strip_accents if not config.lower_case else None,
+        "model_max_length": config.max_position_embeddings,
+    })
+    files.write_json(os.path.join(directory, "special_tokens_map.json"), {
+        "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+        "cls_token": "[CLS]", "mask_token": "[MASK]"})

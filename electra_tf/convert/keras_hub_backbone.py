@@ -1,0 +1,67 @@
+"""keras-hub `ElectraBackbone` weights -> official names (its pooler is dropped).
+
+keras-hub's backbone is the discriminator encoder with the same `TransformerEncoder` layers
+as ours, but its layers use the tanh approximation of GELU: a converted model matches it
+only to about 1e-3, and matches the official/HF ELECTRA exactly.
+"""
+
+import os
+
+from electra_tf.config import ConfigError
+from electra_tf.convert import official_names
+from electra_tf.convert.configs import make_config
+
+_SCOPE = official_names.DISCRIMINATOR_SCOPE
+_EMBEDDINGS = (
+    ("token_embedding", {"embeddings": "word_embeddings"}),
+    ("position_embedding", {"embeddings": "position_embeddings"}),
+    ("segment_embedding", {"embeddings": "token_type_embeddings"}),
+    ("embeddings_layer_norm", {"gamma": "LayerNorm/gamma", "beta": "LayerNorm/beta"}),
+)
+DROPPED = ("pooled_dense",)  # ELECTRA has no pooler: its "pooled output" is the [CLS] vector
+
+
+def load_backbone(path: str):
+    """A keras-hub ElectraBackbone from a preset directory or a `.keras` file."""
+    import keras
+    import keras_hub
+
+    if os.path.isdir(path):
+        return keras_hub.models.ElectraBackbone.from_preset(path)
+    if path.endswith(".keras") and os.path.isfile(path):
+        return keras.saving.load_model(path)
+    raise ConfigError(f"--checkpoint {path!r}: give a keras-hub preset directory (written by "
+                      "`backbone.save_to_preset`) or a `.keras` file.")
+
+
+def preset_vocab(path: str):
+    """The vocabulary saved beside a keras-hub preset, if any."""
+    candidate = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
+    return candidate if os.path.isfile(candidate) else None
+
+
+def backbone_weights(backbone) -> dict:
+    """{official name: variable} of a keras-hub ElectraBackbone (all but the pooler)."""
+    mapped = {}
+    for name, table in _EMBEDDINGS:
+        mapped.update(official_names.layer_weights(
+            backbone.get_layer(name), f"{_SCOPE}/embeddings", table))
+    if backbone.hidden_dim != backbone.embedding_dim:
+        mapped.update(official_names.layer_weights(
+            backbone.get_layer("embeddings_projection"), f"{_SCOPE}/embeddings_project",
+            official_names.DENSE))
+    for i, layer in enumerate(backbone.transformer_layers):
+        mapped.update(official_names.layer_weights(
+            layer, f"{_SCOPE}/encoder/layer_{i}", official_names.TRANSFORMER_LAYER))
+    return mapped
+
+
+def backbone_config(backbone, tokens: list, lower_case, source: str):
+    return make_config(
+        tokens, lower_case, None, source, vocab_size=backbone.vocab_size,
+        embedding_size=backbone.embedding_dim, hidden_size=backbone.hidden_dim,
+        num_layers=backbone.num_layers, num_heads=backbone.num_heads,
+        intermediate_size=backbone.intermediate_dim,
+        max_position_embeddings=backbone.max_sequence_length,
+        type_vocab_size=backbone.num_segments,
+        dropout=backbone.dropout)

@@ -1,0 +1,167 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+import transformers  # noqa: E402
+
+from electra_tf.config import ConfigError  # noqa: E402
+from electra_tf.convert import api, official_names, run_dir  # noqa: E402
+from tests import convert_fixtures as fx  # noqa: E402
+
+
+@pytest.mark.parametrize("shape", ["tiny", "small"])
+def test_huggingface_into_ours_matches_huggingface(tmp_path, shape):
+    models = fx.random_hf_models(shape)
+    disc_dir, gen_dir = fx.save_hf(models, tmp_path / "hf")
+    report = api.from_huggingface(disc_dir, str(tmp_path / "ours"), generator=gen_dir)
+    assert report["generator"] and report["discriminator_head"]
+    ids, mask, segments = fx.batch()
+    ours = fx.our_outputs(str(tmp_path / "ours"), ids, mask, segments)
+    fx.assert_close(ours, fx.hf_outputs(models, ids, mask, segments))
+    config = json.loads((tmp_path / "ours" / "config.json").read_text())
+    disc_shape, gen_shape = fx.SHAPES[shape]
+    assert (config["hidden_size"], config["embedding_size"], config["num_layers"]) == (
+        disc_shape["hidden_size"], disc_shape["embedding_size"],
+        disc_shape["num_hidden_layers"])
+    assert config["generator_size"] * config["hidden_size"] == gen_shape["hidden_size"]
+
+
+def test_ours_to_huggingface_loads_in_transformers_and_round_trips_exactly(tmp_path):
+    disc_dir, gen_dir = fx.save_hf(fx.random_hf_models(seed=3), tmp_path / "hf")
+    api.from_huggingface(disc_dir, str(tmp_path / "ours"), generator=gen_dir)
+    written = api.to_huggingface(str(tmp_path / "ours"), str(tmp_path / "out"))
+    assert written == [str(tmp_path / "out"), str(tmp_path / "out" / "generator")]
+
+    disc, info = transformers.ElectraForPreTraining.from_pretrained(
+        tmp_path / "out", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    gen, info = transformers.ElectraForMaskedLM.from_pretrained(
+        tmp_path / "out" / "generator", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    tokenizer = transformers.ElectraTokenizer.from_pretrained(tmp_path / "out")
+    assert tokenizer.convert_tokens_to_ids("[MASK]") == 103 and tokenizer.do_lower_case
+
+    ids, mask, segments = fx.batch(seed=5)
+    ours = fx.our_outputs(str(tmp_path / "ours"), ids, mask, segments)
+    fx.assert_close(ours, fx.hf_outputs((disc.eval(), gen.eval()), ids, mask, segments))
+
+    api.from_huggingface(str(tmp_path / "out"), str(tmp_path / "back"),
+                         generator=str(tmp_path / "out" / "generator"))
+    before = run_dir.read_run(str(tmp_path / "ours"))[2]
+    after = run_dir.read_run(str(tmp_path / "back"))[2]
+    assert sorted(before) == sorted(after)
+    for name in before:
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+
+
+def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
+    from electra_tf.finetuning.run import load_encoder, locate_pretrained
+
+    disc, _ = fx.random_hf_models(seed=4)
+    base = transformers.ElectraModel(disc.config)
+    base.load_state_dict(disc.electra.state_dict())
+    base.save_pretrained(tmp_path / "base")
+    fx.write_vocab(tmp_path / "base")
+    report = api.from_huggingface(str(tmp_path / "base"), str(tmp_path / "ours"))
+    assert not report["generator"] and not report["discriminator_head"]
+    pretrained = locate_pretrained(str(tmp_path / "ours"))
+    encoder = load_encoder(pretrained, pretrained.config, dropout=0.0)
+    ids, mask, segments = fx.batch()
+    ours = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": segments})
+    theirs = fx.hf_outputs((disc, None), ids, mask, segments)
+    np.testing.assert_allclose(ours["sequence_output"], theirs["sequence_output"], atol=1e-4)
+
+
+def test_generator_with_its_own_embedding_values_is_refused(tmp_path):
+    disc, gen = fx.random_hf_models(seed=6)
+    with torch.no_grad():
+        gen.electra.embeddings.LayerNorm.weight.add_(1.0)
+    disc_dir, gen_dir = fx.save_hf((disc, gen), tmp_path / "hf")
+    with pytest.raises(ConfigError, match="LayerNorm.weight differ.*--discriminator_only"):
+        api.from_huggingface(disc_dir, str(tmp_path / "ours"), generator=gen_dir)
+    report = api.from_huggingface(disc_dir, str(tmp_path / "ours"), generator=gen_dir,
+                                  discriminator_only=True)
+    assert not report["generator"]
+
+
+def test_task_heads_and_missing_weights_are_named(tmp_path):
+    disc, _ = fx.random_hf_models(seed=7)
+    classifier = transformers.ElectraForSequenceClassification(disc.config)
+    classifier.save_pretrained(tmp_path / "cls")
+    fx.write_vocab(tmp_path / "cls")
+    with pytest.raises(ConfigError, match=r"classifier\.dense\.weight"):
+        api.from_huggingface(str(tmp_path / "cls"), str(tmp_path / "a"))
+
+    from safetensors.numpy import load_file, save_file
+
+    disc.save_pretrained(tmp_path / "broken")
+    fx.write_vocab(tmp_path / "broken")
+    path = tmp_path / "broken" / "model.safetensors"
+    state = load_file(path)
+    del state["electra.encoder.layer.1.output.dense.weight"]
+    save_file(state, path, metadata={"format": "pt"})
+    with pytest.raises(ConfigError, match="electra/encoder/layer_1/output/dense/kernel"):
+        api.from_huggingface(str(tmp_path / "broken"), str(tmp_path / "b"))
+
+
+def test_every_variable_of_our_model_has_a_huggingface_name():
+    from electra_tf.config import ElectraConfig
+    from electra_tf.convert import huggingface
+
+    model = run_dir.build_pretrainer(ElectraConfig.preset("tiny", vocab_size=len(fx.VOCAB)))
+    names = official_names.pretrainer_weights(model)
+    covered = {id(v) for v in names.values()}
+    assert all(id(v) in covered for v in model.weights if v.trainable)
+    hf = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+        vocab_size=len(fx.VOCAB), embedding_size=32, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=128, max_position_embeddings=128))
+    disc_names = {huggingface.hf_name(n) for n in names
+                  if not official_names.is_generator_name(n)}
+    assert disc_names == set(hf.state_dict())
+
+
+def test_cli_reports_and_fails_in_one_line(tmp_path):
+    disc_dir, gen_dir = fx.save_hf(fx.random_hf_models(), tmp_path / "hf")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(
+        [sys.executable, "-m", "electra_tf.convert", "--from", "huggingface", "--checkpoint",
+         disc_dir, "--generator", gen_dir, "--output", str(tmp_path / "ours")],
+        capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Mapped 80 variables (discriminator + head + generator)" in done.stdout
+    failed = subprocess.run(
+        [sys.executable, "-m", "electra_tf.convert", "--from", "huggingface", "--checkpoint",
+         str(tmp_path), "--output", str(tmp_path / "x")], capture_output=True, text=True,
+        env=env)
+    assert failed.returncode == 2
+    assert failed.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "Traceback" not in failed.stderr
+
+
+def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, pretrained_dir,
+                                                                       shards):
+    from electra_tf.pretraining import run
+
+    api.to_huggingface(str(pretrained_dir), str(tmp_path / "hf"))
+    api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "again"),
+                         generator=str(tmp_path / "hf" / "generator"))
+    original = run_dir.read_run(str(pretrained_dir))[2]
+    converted = run_dir.read_run(str(tmp_path / "again"))[2]
+    for name in original:
+        np.testing.assert_array_equal(original[name], converted[name], err_msg=name)
+
+    config = run_dir.load_run(str(tmp_path / "again"))[1].config.replace(
+        max_seq_length=64, batch_size=4, train_steps=2, warmup_steps=1, checkpoint_every=2)
+    results = run.train(config, str(tmp_path / "again"), shards[0], eval_batches=1, verbose=0)
+    assert results["step"] == 2 and np.isfinite(results["eval"]["loss"])
+    # Two Adam steps at lr <= 5e-4 move each weight by ~1e-3: it continued from the weights.
+    trained = run_dir.read_run(str(tmp_path / "again"))[2]
+    name = "electra/encoder/layer_1/intermediate/dense/kernel"
+    change = np.abs(trained[name] - original[name]).max()
+    assert 0 < change < 5e-3, change
