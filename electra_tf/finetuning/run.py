@@ -89,11 +89,11 @@ def locate_pretrained(path: str) -> Pretrained:
         run_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
     config_path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(config_path):
-        raise ConfigError(f"--init_checkpoint {path!r}: no config.json in {run_dir}; pass a "
+        raise ConfigError(f"{path!r}: no config.json in {run_dir}; pass a "
                           "pretraining run directory or a checkpoint inside one.")
     checkpoint = checkpoint or tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints"))
     if not checkpoint or not tf.io.gfile.exists(checkpoint + ".index"):
-        raise ConfigError(f"--init_checkpoint {path!r}: no checkpoint found.")
+        raise ConfigError(f"{path!r}: no checkpoint found in {run_dir}.")
     config = ElectraConfig.load(config_path)
     vocab_path = os.path.join(run_dir, "vocab.txt")
     tokens = vocab_lib.load_vocab(vocab_path)

@@ -1,0 +1,1 @@
+"""SavedModel export: TF Hub-style encoder + preprocessor (and, next, serving classifiers)."""

@@ -1,0 +1,154 @@
+"""TF Hub-style SavedModels: the discriminator encoder, and its text preprocessor.
+
+They follow the TF Hub BERT-encoder convention (the published `electra_small` encoders
+with `bert_en_uncased_preprocess`), so code written for those works with ours:
+
+    preprocess = hub.KerasLayer("exports/x/preprocess")
+    encoder = hub.KerasLayer("exports/x/encoder", trainable=True)
+    outputs = encoder(preprocess(["a sentence"]))   # sequence_output, pooled_output, ...
+
+Both are plain `tf.saved_model` objects ("reusable SavedModels"): no generator variable,
+no Keras metadata, loadable by `tf.saved_model.load`, `hub.KerasLayer` and Keras 3's
+`TFSMLayer`. Written by hand because neither Keras 3's `model.export` (no `training`
+argument, no `variables` lists) nor keras-hub (its own preset format) writes this layout.
+"""
+
+import tensorflow as tf
+
+from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.text.tokenizer import make_tokenizer
+
+def _encoder_inputs_spec():
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
+
+
+class _Reusable(tf.__internal__.tracking.AutoTrackable):
+    """An object whose attributes (variables, functions, assets) are saved as they are."""
+
+
+def build_encoder_module(encoder, vocab_path: str):
+    """The reusable SavedModel object of a built `ElectraEncoder` (the discriminator).
+
+    `__call__(inputs, training=False)` returns `sequence_output` [batch, seq, hidden],
+    `pooled_output` and `default` (the `[CLS]` vector) [batch, hidden], and
+    `encoder_outputs` (one [batch, seq, hidden] per layer).
+    """
+    module = _Reusable()
+    module.encoder = encoder
+    module.vocab_file = tf.saved_model.Asset(vocab_path)
+    # TF Hub reads these lists to fine-tune the model; they hold tf.Variables.
+    module.variables = [v.value for v in encoder.weights]
+    module.trainable_variables = [v.value for v in encoder.trainable_weights]
+    module.regularization_losses = []
+    # Dropout's random-seed state is not among the weights but the graph reads it.
+    module.dropout_seed_states = [v.value for v in encoder.variables
+                                  if "seed_generator" in v.path]
+
+    @tf.function
+    def call(inputs, training=False):
+        outputs = encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
+        return {"sequence_output": outputs["sequence_output"],
+                "pooled_output": outputs["pooled_output"],
+                "default": outputs["pooled_output"],
+                "encoder_outputs": outputs["encoder_outputs"]}
+
+    for training in (False, True):
+        call.get_concrete_function(_encoder_inputs_spec(), training=training)
+    module.__call__ = call
+
+    @tf.function(input_signature=[_encoder_inputs_spec()])
+    def serve(inputs):
+        outputs = call(inputs, training=False)
+        flat = {k: outputs[k] for k in ("sequence_output", "pooled_output", "default")}
+        for i, layer_output in enumerate(outputs["encoder_outputs"]):
+            flat[f"encoder_outputs_{i}"] = layer_output
+        return flat
+
+    module.serve = serve
+    return module
+
+
+def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bool,
+                            special_ids: dict, seq_length: int):
+    """The preprocessing SavedModel object: raw strings -> the encoder's three int32 inputs.
+
+    Attributes like TF Hub's BERT preprocessors:
+      `__call__(strings [batch])` -> `input_word_ids`, `input_mask`, `input_type_ids`,
+          int32 [batch, seq_length];
+      `tokenize(strings [batch])` -> int32 word-piece ids, ragged [batch, None];
+      `bert_pack_inputs(segments, seq_length)` -> the three tensors for one or two
+          tokenized segments (`[CLS] a [SEP] b [SEP]`, truncated round-robin).
+    """
+    import tensorflow_text as tf_text
+
+    module = _Reusable()
+    module.vocab_file = tf.saved_model.Asset(vocab_path)
+    module.tokenizer = make_tokenizer(vocab_path, lower_case, strip_accents)
+    pad_id = special_ids["pad_token_id"]
+
+    def pack(segments, length):
+        # The ops keras-hub's MultiSegmentPacker (fine-tuning's packer) runs, called directly
+        # so that `length` may be a tensor.
+        trimmed = tf_text.RoundRobinTrimmer(length - len(segments) - 1).trim(segments)
+        token_ids, segment_ids = tf_text.combine_segments(
+            trimmed, start_of_sequence_id=special_ids["cls_token_id"],
+            end_of_segment_id=special_ids["sep_token_id"])
+        token_ids, mask = tf_text.pad_model_inputs(token_ids, length, pad_value=pad_id)
+        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length)
+        return {"input_word_ids": tf.cast(token_ids, tf.int32),
+                "input_mask": tf.cast(mask, tf.int32),
+                "input_type_ids": tf.cast(segment_ids, tf.int32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(strings):
+        return module.tokenizer(strings)
+
+    ragged = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+
+    bert_pack_inputs = _Reusable()  # called as bert_pack_inputs(segments, seq_length=...)
+
+    @tf.function
+    def pack_inputs(segments, seq_length=seq_length):
+        return pack(segments, seq_length)
+
+    for count in (1, 2):
+        pack_inputs.get_concrete_function([ragged] * count)
+        pack_inputs.get_concrete_function([ragged] * count, tf.TensorSpec([], tf.int32))
+    bert_pack_inputs.__call__ = pack_inputs
+    module.bert_pack_inputs = bert_pack_inputs
+    module.tokenize = tokenize
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def call(strings):
+        return pack([module.tokenizer(strings)], seq_length)
+
+    module.__call__ = call
+    return module
+
+
+def export_encoder(checkpoint: str, output: str, seq_length: int = 128) -> dict:
+    """Writes `output/encoder` and `output/preprocess` for a pretraining run (or a converted
+    one); returns their paths. Written beside `output` first, then renamed into place."""
+    import os
+    import shutil
+
+    from electra_tf.finetuning.run import load_encoder, locate_pretrained
+
+    pretrained = locate_pretrained(checkpoint)
+    config = pretrained.config
+    encoder = load_encoder(pretrained, config, dropout=config.dropout)
+    partial = output.rstrip("/") + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    encoder_module = build_encoder_module(encoder, pretrained.vocab_path)
+    tf.saved_model.save(encoder_module, os.path.join(partial, "encoder"),
+                        signatures={"serving_default": encoder_module.serve})
+    preprocess = build_preprocess_module(pretrained.vocab_path, config.lower_case,
+                                         config.strip_accents, pretrained.special_ids,
+                                         seq_length)
+    tf.saved_model.save(preprocess, os.path.join(partial, "preprocess"),
+                        signatures={"serving_default": preprocess.__call__})
+    if os.path.exists(output):
+        shutil.rmtree(output)
+    os.replace(partial, output)
+    return {"encoder": os.path.join(output, "encoder"),
+            "preprocess": os.path.join(output, "preprocess")}
