@@ -104,6 +104,18 @@ def our_outputs(run, ids, mask, segments):
     return outputs
 
 
+def assert_same_weights(run_a, run_b):
+    """Both run directories hold bit-identical weights under the same official names;
+    returns them."""
+    from electra_tf.convert import run_dir
+
+    before, after = run_dir.read_run(str(run_a))[2], run_dir.read_run(str(run_b))[2]
+    assert sorted(before) == sorted(after)
+    for name in before:
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+    return before
+
+
 def assert_close(ours, theirs, atol=1e-4):
     assert set(theirs) <= set(ours), (sorted(ours), sorted(theirs))
     for key, value in theirs.items():

@@ -53,11 +53,7 @@ def test_ours_to_huggingface_loads_in_transformers_and_round_trips_exactly(tmp_p
 
     api.from_huggingface(str(tmp_path / "out"), str(tmp_path / "back"),
                          generator=str(tmp_path / "out" / "generator"))
-    before = run_dir.read_run(str(tmp_path / "ours"))[2]
-    after = run_dir.read_run(str(tmp_path / "back"))[2]
-    assert sorted(before) == sorted(after)
-    for name in before:
-        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+    fx.assert_same_weights(tmp_path / "ours", tmp_path / "back")
 
 
 def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
@@ -151,10 +147,7 @@ def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, 
     api.to_huggingface(str(pretrained_dir), str(tmp_path / "hf"))
     api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "again"),
                          generator=str(tmp_path / "hf" / "generator"))
-    original = run_dir.read_run(str(pretrained_dir))[2]
-    converted = run_dir.read_run(str(tmp_path / "again"))[2]
-    for name in original:
-        np.testing.assert_array_equal(original[name], converted[name], err_msg=name)
+    original = fx.assert_same_weights(pretrained_dir, tmp_path / "again")
 
     config = run_dir.load_run(str(tmp_path / "again"))[1].config.replace(
         max_seq_length=64, batch_size=4, train_steps=2, warmup_steps=1, checkpoint_every=2)

@@ -22,7 +22,6 @@ from electra_tf.convert.configs import GeneratorShape, make_config
 # Parameters that are not weights of the model: a buffer, and the generator's output layer
 # (tied to its word embeddings, checked separately).
 _NOT_WEIGHTS = re.compile(r"(position_ids|generator_lm_head\.weight)$")
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def hf_name(official: str) -> str:
@@ -43,8 +42,9 @@ def hf_name(official: str) -> str:
     return name.replace("/", ".")
 
 
-def _to_hf(official: str, value: np.ndarray) -> np.ndarray:
-    # torch Linear stores [out, in]; TF dense kernels are [in, out].
+def _transpose_kernel(official: str, value: np.ndarray) -> np.ndarray:
+    """HF <-> official layout of one weight: torch Linear stores [out, in], TF dense kernels
+    [in, out]; everything else is the same array. Its own inverse."""
     return np.ascontiguousarray(value.T) if official.endswith("/kernel") else value
 
 
@@ -95,7 +95,8 @@ def _architecture(hf_config: dict, path: str) -> dict:
 
 def read_model(directory: str, generator_directory: Optional[str] = None,
                lower_case: Optional[bool] = None):
-    """(ElectraConfig, {official name: array}, vocab tokens) of an HF model directory."""
+    """(ElectraConfig, {"discriminator"/"generator": HF state dict}, vocab tokens) of HF
+    model directories."""
     from electra_tf.text import vocab as vocab_lib
 
     config_path = os.path.join(directory, "config.json")
@@ -143,8 +144,7 @@ def to_official(state: dict, names, source: str) -> dict:
         if key is None:
             continue  # reported as missing by official_names.assign
         used[model].add(key)
-        weights[official] = state[model][key].T if official.endswith("/kernel") else (
-            state[model][key])
+        weights[official] = _transpose_kernel(official, state[model][key])
     if "generator" in state:
         used["generator"] |= _check_generator_copies(state, used["generator"], source)
     for model, params in state.items():
@@ -225,7 +225,7 @@ def write_model(weights: dict, config, vocab_path: str, output: str) -> list:
         for official, value in weights.items():
             shared = official.startswith("electra/embeddings/")
             if official_names.is_generator_name(official) == generator or (generator and shared):
-                state[hf_name(official)] = _to_hf(official, value).astype(np.float32)
+                state[hf_name(official)] = _transpose_kernel(official, value).astype(np.float32)
         if generator:
             state["generator_lm_head.weight"] = state["electra.embeddings.word_embeddings.weight"]
         save_file(state, os.path.join(directory, "model.safetensors"),

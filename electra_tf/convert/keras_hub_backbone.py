@@ -18,7 +18,6 @@ _EMBEDDINGS = (
     ("segment_embedding", {"embeddings": "token_type_embeddings"}),
     ("embeddings_layer_norm", {"gamma": "LayerNorm/gamma", "beta": "LayerNorm/beta"}),
 )
-DROPPED = ("pooled_dense",)  # ELECTRA has no pooler: its "pooled output" is the [CLS] vector
 
 
 def load_backbone(path: str):
@@ -41,7 +40,8 @@ def preset_vocab(path: str):
 
 
 def backbone_weights(backbone) -> dict:
-    """{official name: variable} of a keras-hub ElectraBackbone (all but the pooler)."""
+    """{official name: variable} of a keras-hub ElectraBackbone, all but its `pooled_dense`
+    pooler (ELECTRA has none: its "pooled output" is the [CLS] vector)."""
     mapped = {}
     for name, table in _EMBEDDINGS:
         mapped.update(official_names.layer_weights(

@@ -117,9 +117,11 @@ def generator_weights(pretrainer) -> dict:
     return mapped
 
 
-def pretrainer_weights(pretrainer, with_generator: bool = True) -> dict:
-    """{official name: variable} for a whole `ElectraPretrainer`."""
-    mapped = discriminator_weights(pretrainer.discriminator, pretrainer.discriminator_head)
+def pretrainer_weights(pretrainer, with_generator: bool = True, with_head: bool = True) -> dict:
+    """{official name: variable} for an `ElectraPretrainer`: the discriminator, and its head
+    and the generator unless left out."""
+    mapped = discriminator_weights(pretrainer.discriminator,
+                                   pretrainer.discriminator_head if with_head else None)
     if with_generator:
         mapped.update(generator_weights(pretrainer))
     return mapped

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.config import ConfigError
-from electra_tf.convert import official_names
+from electra_tf.convert import official, official_names
 from electra_tf.pretraining import run as pretraining_run
 from electra_tf.training.checkpointing import make_checkpoint, saved_objects
 
@@ -28,12 +28,14 @@ def build_pretrainer(config):
     return model
 
 
-def _parts(model, with_generator: bool, with_head: bool) -> dict:
-    mapped = official_names.discriminator_weights(
-        model.discriminator, model.discriminator_head if with_head else None)
+def _checkpoint(model, with_generator: bool, with_head: bool) -> tf.train.Checkpoint:
+    """The pretraining checkpoint layout when the model is whole, else only the parts held."""
     if with_generator:
-        mapped.update(official_names.generator_weights(model))
-    return mapped
+        return make_checkpoint(model)
+    objects = {"discriminator": model.discriminator}
+    if with_head:
+        objects[DISCRIMINATOR_HEAD_KEY] = model.discriminator_head
+    return tf.train.Checkpoint(**objects)
 
 
 def write_run(config, tokens: list, weights: dict, output: str, source: str,
@@ -43,12 +45,12 @@ def write_run(config, tokens: list, weights: dict, output: str, source: str,
     Every model weight must come from `weights` and every entry of `weights` must be used
     (except the names in `ignored`), or ConfigError lists the offenders.
     """
-    with_head = "discriminator_predictions/dense/kernel" in weights
+    with_head = official.has_discriminator_head(weights)
     if with_generator and not with_head:
         raise ConfigError(f"{source} has a generator but no discriminator head, so it cannot "
                           "continue pretraining; convert with --discriminator_only.")
     model = build_pretrainer(config)
-    mapped = _parts(model, with_generator, with_head)
+    mapped = official_names.pretrainer_weights(model, with_generator, with_head)
     unknown = sorted(set(weights) - set(mapped) - set(ignored))
     if unknown:
         raise ConfigError(f"{source}: {len(unknown)} variable(s) have no place in the model: "
@@ -59,21 +61,14 @@ def write_run(config, tokens: list, weights: dict, output: str, source: str,
     config_path = os.path.join(output, pretraining_run.CONFIG_FILE)
     if os.path.exists(config_path):
         raise ConfigError(f"--output {output!r} already holds a run; choose a new directory.")
-    if with_generator and with_head:
-        checkpoint = make_checkpoint(model)
-    else:
-        objects = {"discriminator": model.discriminator}
-        if with_head:
-            objects[DISCRIMINATOR_HEAD_KEY] = model.discriminator_head
-        checkpoint = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(output, pretraining_run.CHECKPOINT_DIR), max_to_keep=1)
+        _checkpoint(model, with_generator, with_head), os.path.join(output, pretraining_run.CHECKPOINT_DIR), max_to_keep=1)
     path = manager.save(checkpoint_number=0)
     files.write_text(os.path.join(output, pretraining_run.VOCAB_FILE),
                      "\n".join(tokens) + "\n")
     config.save(config_path)
     report = {"source": source, "checkpoint": path, "mapped_variables": len(mapped),
-              "generator": with_generator and with_head, "discriminator_head": with_head,
+              "generator": with_generator, "discriminator_head": with_head,
               "ignored": sorted(ignored)}
     files.write_json(os.path.join(output, REPORT_FILE), report)
     return report
@@ -90,16 +85,11 @@ def load_run(path: str):
     pretrained = locate_pretrained(path)
     model = build_pretrainer(pretrained.config)
     saved = saved_objects(pretrained.checkpoint)
-    if "generator" in saved.get("model", ()):
-        status = make_checkpoint(model).restore(pretrained.checkpoint)
-        parts = {"generator": True, "discriminator_head": True}
-    else:
-        with_head = DISCRIMINATOR_HEAD_KEY in saved
-        objects = {"discriminator": model.discriminator}
-        if with_head:
-            objects[DISCRIMINATOR_HEAD_KEY] = model.discriminator_head
-        status = tf.train.Checkpoint(**objects).restore(pretrained.checkpoint)
-        parts = {"generator": False, "discriminator_head": with_head}
+    with_generator = "generator" in saved.get("model", ())
+    parts = {"generator": with_generator,
+             "discriminator_head": with_generator or DISCRIMINATOR_HEAD_KEY in saved}
+    status = _checkpoint(model, with_generator, parts["discriminator_head"]).restore(
+        pretrained.checkpoint)
     status.assert_existing_objects_matched().expect_partial()
     return model, pretrained, parts
 
@@ -107,6 +97,6 @@ def load_run(path: str):
 def read_run(path: str):
     """(config, vocab path, {official name: array}) of a run directory or checkpoint."""
     model, pretrained, parts = load_run(path)
-    weights = official_names.read(_parts(model, parts["generator"],
-                                         parts["discriminator_head"]))
+    weights = official_names.read(official_names.pretrainer_weights(
+        model, parts["generator"], parts["discriminator_head"]))
     return pretrained.config, pretrained.vocab_path, weights
