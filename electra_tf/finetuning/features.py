@@ -24,10 +24,17 @@ class Encoder:
             end_value=special_ids["sep_token_id"], pad_value=special_ids["pad_token_id"],
             truncate="round_robin")
 
-    def encode_pairs(self, texts, pairs=None, batch_size=1024) -> dict:
-        """texts, pairs: lists of str (pairs None or all None for single texts)."""
+    def encode_pairs(self, texts, pairs=None, with_pairs=None, batch_size=1024) -> dict:
+        """texts, pairs: lists of str (pairs None or all None for single texts).
+
+        `with_pairs` packs every row as two segments, a missing pair as an empty second
+        segment (`[CLS] a [SEP] [SEP]`); it defaults to "any pair is present". Fine-tuning
+        decides it once from the training file so that train, eval and serving agree.
+        """
         outputs = {"input_word_ids": [], "input_mask": [], "input_type_ids": []}
-        with_pairs = pairs is not None and any(p is not None for p in pairs)
+        pairs = [None] * len(texts) if pairs is None else pairs
+        if with_pairs is None:
+            with_pairs = any(p is not None for p in pairs)
         for start in range(0, len(texts), batch_size):
             segments = [self.tokenizer(list(texts[start:start + batch_size]))]
             if with_pairs:

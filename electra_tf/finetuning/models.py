@@ -62,3 +62,17 @@ class SpanQuestionAnswerer(_TaskModel):
         return {"start_logits": logits[..., 0] + padding,
                 "end_logits": logits[..., 1] + padding,
                 "answerable_logit": keras.ops.squeeze(answerable, -1)}
+
+
+def build_task_model(kind: str, encoder: ElectraEncoder, num_labels: int, dropout=0.1,
+                     initializer_range=0.02) -> _TaskModel:
+    """The task model of a task kind ("classification", "regression", "tagging", "qa").
+
+    `num_labels` is ignored for regression (one score) and QA (start/end heads).
+    """
+    if kind == "qa":
+        return SpanQuestionAnswerer(encoder, dropout, initializer_range)
+    if kind == "tagging":
+        return TokenClassifier(encoder, num_labels, dropout, initializer_range)
+    return SequenceClassifier(encoder, 1 if kind == "regression" else num_labels, dropout,
+                              initializer_range)

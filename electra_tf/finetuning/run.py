@@ -3,6 +3,7 @@
 Run directory layout (`--model_dir`):
     finetune_config.json   the recipe and task; encoder_config.json + vocab.txt: the encoder
     labels.json            label names in id order (inferred from the training file)
+    task.json              task name, kind and whether inputs are text pairs (for serving)
     trial_<k>/best/        the best checkpoint of trial k by the task's main metric
     trial_<k>/logs/        TensorBoard
     predictions.jsonl      eval predictions of the best trial
@@ -124,6 +125,9 @@ class _TaskData:
         self.task, self.labels = task, labels
         self.train_examples, self.eval_examples = train_examples, eval_examples
         index = {t: i for i, t in enumerate(labels)}
+        # Decided once, from the training file: serving packs the way training did.
+        self.text_pairs = task.kind != "tagging" and any(
+            e.text_pair is not None for e in train_examples)
         if task.kind == "tagging":
             def encode(examples):
                 tag_ids = [[index[t] for t in e.tags] for e in examples]
@@ -134,7 +138,8 @@ class _TaskData:
         else:
             def encode(examples):
                 inputs = encoder_fn.encode_pairs([e.text for e in examples],
-                                                 [e.text_pair for e in examples])
+                                                 [e.text_pair for e in examples],
+                                                 with_pairs=self.text_pairs)
                 if task.kind == "regression":
                     y = np.asarray([e.label for e in examples], np.float32)
                 else:
@@ -281,6 +286,10 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
         data = _TaskData(task, features_lib.Encoder(tokenizer, special, cfg.max_seq_length),
                          train_examples, eval_examples, labels)
 
+    _write_json(os.path.join(model_dir, "task.json"),
+                {"task": task.name, "kind": task.kind,
+                 "text_pairs": getattr(data, "text_pairs", False)})
+
     trials = []
     for trial in range(cfg.num_trials):
         print(f"Trial {trial + 1}/{cfg.num_trials} (seed {cfg.seed + trial})")
@@ -309,14 +318,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
 def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, seed):
     keras.utils.set_random_seed(seed)
     encoder = load_encoder(pretrained, encoder_config, cfg.dropout)
-    if task.kind == "qa":
-        model = models.SpanQuestionAnswerer(encoder, cfg.dropout,
-                                            encoder_config.initializer_range)
-    else:
-        outputs = 1 if task.kind == "regression" else len(labels)
-        model_class = (models.TokenClassifier if task.kind == "tagging"
-                       else models.SequenceClassifier)
-        model = model_class(encoder, outputs, cfg.dropout, encoder_config.initializer_range)
+    model = models.build_task_model(task.kind, encoder, len(labels), cfg.dropout,
+                                    encoder_config.initializer_range)
     model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     multipliers = layerwise_lr_multipliers(encoder, model.trainable_variables,
@@ -345,6 +348,59 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, s
               callbacks=[keeper, keras.callbacks.TensorBoard(os.path.join(trial_dir, "logs"))])
     return {"seed": seed, "best_epoch": keeper.best["epoch"], "scores": keeper.best["scores"],
             "checkpoint": manager.latest_checkpoint, "records": keeper.best["records"]}
+
+
+@dataclasses.dataclass
+class Finetuned:
+    """A fine-tuned run on disk, restored: what serving needs to rebuild its inputs."""
+
+    model: keras.Model
+    task: tasks.Task
+    labels: list
+    text_pairs: bool  # the model was trained on `[CLS] a [SEP] b [SEP]` inputs
+    cfg: FinetuneConfig
+    encoder_config: ElectraConfig
+    vocab_path: str
+    special_ids: dict
+    checkpoint: str
+
+
+def load_finetuned(model_dir: str, trial: Optional[int] = None) -> Finetuned:
+    """Restores the best checkpoint of `trial` (default: the best trial) of a fine-tuning run."""
+    def path(name):
+        full = os.path.join(model_dir, name)
+        if not os.path.exists(full):
+            raise ConfigError(f"{model_dir!r} is not a finished fine-tuning run: {name} is "
+                              "missing. Pass the --model_dir of finetune.py.")
+        return full
+
+    def read_json(name):
+        with open(path(name), encoding="utf-8") as f:
+            return json.load(f)
+
+    results, task_info = read_json("eval_results.json"), read_json("task.json")
+    trial = results["best_trial"] if trial is None else trial
+    if not 0 <= trial < len(results["trials"]):
+        raise ConfigError(f"{model_dir!r} has trials 0..{len(results['trials']) - 1}; "
+                          f"got trial {trial}.")
+    checkpoint = tf.train.latest_checkpoint(path(os.path.join(f"trial_{trial}", "best")))
+    if checkpoint is None:
+        raise ConfigError(f"{model_dir!r}: no checkpoint in trial_{trial}/best.")
+    cfg = FinetuneConfig(**read_json("finetune_config.json"))
+    task = tasks.get_task(task_info["task"])
+    labels = read_json("labels.json")
+    encoder_config = ElectraConfig.load(path("encoder_config.json"))
+    vocab_path = path("vocab.txt")
+    encoder = load_encoder(None, encoder_config, cfg.dropout)
+    model = models.build_task_model(task.kind, encoder, len(labels), cfg.dropout,
+                                    encoder_config.initializer_range)
+    ids = np.zeros((1, 8), np.int32)
+    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    status = tf.train.Checkpoint(model=model).read(checkpoint)
+    status.expect_partial().assert_existing_objects_matched()
+    special = vocab_lib.special_token_ids(vocab_lib.load_vocab(vocab_path))
+    return Finetuned(model, task, labels, task_info["text_pairs"], cfg, encoder_config,
+                     vocab_path, special, checkpoint)
 
 
 def _summary(trials):

@@ -40,7 +40,7 @@ def restore_discriminator(encoder, checkpoint_path: str) -> None:
     The encoder must be built; every one of its weights must be found in the checkpoint.
     """
     status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
-    status.assert_existing_objects_matched().expect_partial()
+    status.expect_partial().assert_existing_objects_matched()
 
 
 class CheckpointEvery(keras.callbacks.Callback):
