@@ -1,7 +1,9 @@
-"""Atomic file writes: a crash never leaves a half-written file under its final name."""
+"""Atomic writes: a crash never leaves a half-written file or directory under its final name."""
 
+import contextlib
 import json
 import os
+import shutil
 
 
 def write_text(path: str, text: str) -> None:
@@ -15,3 +17,22 @@ def write_text(path: str, text: str) -> None:
 def write_json(path: str, value, **dump_options) -> None:
     """Atomically writes `value` as indented JSON (extra options go to `json.dumps`)."""
     write_text(path, json.dumps(value, indent=2, **dump_options) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str):
+    """Yields `path.partial` to fill; on success it replaces `path`, on error it is removed.
+
+    The temporary name is not a number, so a TF Serving server watching the parent of a
+    version directory never loads it half-written.
+    """
+    partial = path.rstrip("/") + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.replace(partial, path)

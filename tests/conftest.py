@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -18,6 +19,15 @@ SMALL_CORPUS = ",".join(str(DEMO / "corpus" / name) for name in (
     "sotu_2019_donald_j_trump_r.txt", "sotu_2020_donald_j_trump_r.txt",
     "sotu_2021_joseph_r_biden_d.txt", "sotu_2016_barack_obama_d.txt",
 ))
+
+
+def saved_model_cli(*args):
+    """`saved_model_cli show ARGS` of this environment; returns its output."""
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", *args], capture_output=True, text=True,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    return shown.stdout
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from conftest import saved_model_cli
 from electra_tf.export import encoder as export_lib
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Short one.", "A third text, longer "
@@ -94,14 +95,6 @@ def test_exported_encoder_matches_training_model_in_a_fresh_process(tmp_path, ex
     # The discriminator only: exactly its weights, no generator or head variable anywhere.
     assert saved["num_trainable"] == num_weights == saved["num_variables"]
     assert saved["num_parameters"] == num_parameters
-
-
-def saved_model_cli(*args):
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run([cli, "show", *args], capture_output=True, text=True,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    return shown.stdout
 
 
 def test_signatures_have_concrete_dtypes(exported):

@@ -13,16 +13,21 @@ no Keras metadata, loadable by `tf.saved_model.load`, `hub.KerasLayer` and Keras
 argument, no `variables` lists) nor keras-hub (its own preset format) writes this layout.
 """
 
+import os
+
 import tensorflow as tf
 
+from electra_tf import files
+from electra_tf.export.packing import pack_segments
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.text.tokenizer import make_tokenizer
+
 
 def _encoder_inputs_spec():
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 
 
-class _Reusable(tf.__internal__.tracking.AutoTrackable):
+class Reusable(tf.__internal__.tracking.AutoTrackable):
     """An object whose attributes (variables, functions, assets) are saved as they are."""
 
 
@@ -33,10 +38,10 @@ def build_encoder_module(encoder, vocab_path: str):
     `pooled_output` and `default` (the `[CLS]` vector) [batch, hidden], and
     `encoder_outputs` (one [batch, seq, hidden] per layer).
     """
-    module = _Reusable()
-    module.encoder = encoder
+    module = Reusable()
     module.vocab_file = tf.saved_model.Asset(vocab_path)
-    # TF Hub reads these lists to fine-tune the model; they hold tf.Variables.
+    # TF Hub reads these lists to fine-tune the model; they hold tf.Variables. They are
+    # also what is saved: tracking the Keras encoder as well would save every weight twice.
     module.variables = [v.value for v in encoder.weights]
     module.trainable_variables = [v.value for v in encoder.trainable_weights]
     module.regularization_losses = []
@@ -79,25 +84,9 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
       `bert_pack_inputs(segments, seq_length)` -> the three tensors for one or two
           tokenized segments (`[CLS] a [SEP] b [SEP]`, truncated round-robin).
     """
-    import tensorflow_text as tf_text
-
-    module = _Reusable()
+    module = Reusable()
     module.vocab_file = tf.saved_model.Asset(vocab_path)
     module.tokenizer = make_tokenizer(vocab_path, lower_case, strip_accents)
-    pad_id = special_ids["pad_token_id"]
-
-    def pack(segments, length):
-        # The ops keras-hub's MultiSegmentPacker (fine-tuning's packer) runs, called directly
-        # so that `length` may be a tensor.
-        trimmed = tf_text.RoundRobinTrimmer(length - len(segments) - 1).trim(segments)
-        token_ids, segment_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=special_ids["cls_token_id"],
-            end_of_segment_id=special_ids["sep_token_id"])
-        token_ids, mask = tf_text.pad_model_inputs(token_ids, length, pad_value=pad_id)
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length)
-        return {"input_word_ids": tf.cast(token_ids, tf.int32),
-                "input_mask": tf.cast(mask, tf.int32),
-                "input_type_ids": tf.cast(segment_ids, tf.int32)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(strings):
@@ -105,11 +94,11 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
     ragged = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
-    bert_pack_inputs = _Reusable()  # called as bert_pack_inputs(segments, seq_length=...)
+    bert_pack_inputs = Reusable()  # called as bert_pack_inputs(segments, seq_length=...)
 
     @tf.function
     def pack_inputs(segments, seq_length=seq_length):
-        return pack(segments, seq_length)
+        return pack_segments(segments, seq_length, special_ids)
 
     for count in (1, 2):
         pack_inputs.get_concrete_function([ragged] * count)
@@ -120,7 +109,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def call(strings):
-        return pack([module.tokenizer(strings)], seq_length)
+        return pack_segments([module.tokenizer(strings)], seq_length, special_ids)
 
     module.__call__ = call
     return module
@@ -129,26 +118,19 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 def export_encoder(checkpoint: str, output: str, seq_length: int = 128) -> dict:
     """Writes `output/encoder` and `output/preprocess` for a pretraining run (or a converted
     one); returns their paths. Written beside `output` first, then renamed into place."""
-    import os
-    import shutil
-
     from electra_tf.finetuning.run import load_encoder, locate_pretrained
 
     pretrained = locate_pretrained(checkpoint)
     config = pretrained.config
     encoder = load_encoder(pretrained, config, dropout=config.dropout)
-    partial = output.rstrip("/") + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
     encoder_module = build_encoder_module(encoder, pretrained.vocab_path)
-    tf.saved_model.save(encoder_module, os.path.join(partial, "encoder"),
-                        signatures={"serving_default": encoder_module.serve})
     preprocess = build_preprocess_module(pretrained.vocab_path, config.lower_case,
                                          config.strip_accents, pretrained.special_ids,
                                          seq_length)
-    tf.saved_model.save(preprocess, os.path.join(partial, "preprocess"),
-                        signatures={"serving_default": preprocess.__call__})
-    if os.path.exists(output):
-        shutil.rmtree(output)
-    os.replace(partial, output)
+    with files.atomic_directory(output) as partial:
+        tf.saved_model.save(encoder_module, os.path.join(partial, "encoder"),
+                            signatures={"serving_default": encoder_module.serve})
+        tf.saved_model.save(preprocess, os.path.join(partial, "preprocess"),
+                            signatures={"serving_default": preprocess.__call__})
     return {"encoder": os.path.join(output, "encoder"),
             "preprocess": os.path.join(output, "preprocess")}
