@@ -125,6 +125,13 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, tmp_path):
                      "outputs['label']", "dtype: DT_STRING", "dtype: DT_FLOAT"):
         assert expected in shown, expected
 
+    # Every weight saved once (tracking the Keras model too would save each one twice).
+    saved = sum(int(np.prod(shape)) for name, shape in
+                tf.train.list_variables(str(path / "variables" / "variables"))
+                if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    model = run.load_finetuned(str(finetuned / "cls")).model
+    assert saved == sum(int(np.prod(v.shape)) for v in model.variables)
+
     records = list(tf.data.TFRecordDataset(str(path / export_lib.WARMUP_FILE)))
     batch_sizes = []
     for record in records:
