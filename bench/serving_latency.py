@@ -36,6 +36,12 @@ def size_mb(path, pattern="**/*"):
     return sum(p.stat().st_size for p in pathlib.Path(path).glob(pattern) if p.is_file()) / 2**20
 
 
+def checkpoint_mb(directory):
+    """Size of the latest checkpoint in `directory` (its index and data files)."""
+    prefix = pathlib.Path(tf.train.latest_checkpoint(directory))
+    return round(size_mb(prefix.parent, prefix.name + ".*"), 1)
+
+
 def median_seconds(run, repeats):
     times = []
     for _ in range(repeats):
@@ -67,12 +73,12 @@ def main(argv):
         f"batch_{FLAGS.batch_size}_examples_per_second": round(FLAGS.batch_size / batch, 1),
     }
     if FLAGS.checkpoint:
-        results["finetuned_checkpoint_mb"] = round(size_mb(FLAGS.checkpoint, "trial_*/best/*"), 1)
+        with open(os.path.join(FLAGS.checkpoint, "eval_results.json")) as f:
+            best = os.path.join(FLAGS.checkpoint, f"trial_{json.load(f)['best_trial']}", "best")
+        results["finetuned_checkpoint_mb"] = checkpoint_mb(best)
     if FLAGS.pretrained:
-        results["pretraining_checkpoint_mb"] = round(
-            size_mb(os.path.join(FLAGS.pretrained, "checkpoints"), "ckpt-*") /
-            max(1, len(tf.train.get_checkpoint_state(
-                os.path.join(FLAGS.pretrained, "checkpoints")).all_model_checkpoint_paths)), 1)
+        results["pretraining_checkpoint_mb"] = checkpoint_mb(
+            os.path.join(FLAGS.pretrained, "checkpoints"))
     print(json.dumps(results, indent=2))
 
 

@@ -77,10 +77,7 @@ def export_classifier(run_dir: str, output: str, trial=None, versions: int = 0,
     base, version = resolve_version(output)
     model_name = model_name or os.path.basename(os.path.abspath(base))
     run = load_finetuned(run_dir, trial)
-    try:
-        module, signatures = build_serving_module(run)
-    except ValueError as e:
-        raise ConfigError(str(e))
+    module, signatures = build_serving_module(run)
     path = os.path.join(base, str(version))
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:

@@ -46,9 +46,10 @@ def pack_words(word_pieces: tf.RaggedTensor, seq_length: int, special_ids: dict)
         tf.cast(empty, tf.int64))
     word_pieces = word_pieces.with_values(tf.concat([per_word, unknown], axis=1))
 
-    counts = word_pieces.with_values(word_pieces.values.row_lengths()).to_tensor()
+    pieces_per_word = word_pieces.with_values(word_pieces.values.row_lengths())
+    counts = pieces_per_word.to_tensor()
     ends = tf.math.cumsum(counts, axis=1)
-    real = word_pieces.with_values(tf.ones_like(word_pieces.values.row_lengths(), tf.bool))
+    real = pieces_per_word.with_values(tf.ones_like(pieces_per_word.values, tf.bool))
     # [CLS] + the word's pieces + [SEP] must fit.
     keep = tf.logical_and(real.to_tensor(False), ends <= seq_length - 2)
     kept = tf.ragged.boolean_mask(

@@ -19,6 +19,7 @@ Texts longer than the training length are truncated, never refused.
 
 import tensorflow as tf
 
+from electra_tf.config import ConfigError
 from electra_tf.export.encoder import Reusable
 from electra_tf.export.packing import pack_segments, pack_words
 from electra_tf.text.tokenizer import make_tokenizer
@@ -35,7 +36,7 @@ def build_serving_module(run):
     """
     kind = run.task.kind
     if kind == "qa":
-        raise ValueError("Serving export of QA models is not supported yet; export the "
+        raise ConfigError("Serving export of QA models is not supported yet; export the "
                          "encoder with export_encoder.py and decode spans client-side.")
     module = Reusable()
     model = run.model

@@ -97,11 +97,16 @@ def locate_pretrained(path: str) -> Pretrained:
         raise ConfigError(f"{path!r}: no checkpoint found in {run_dir}.")
     config = ElectraConfig.load(config_path)
     vocab_path = os.path.join(run_dir, "vocab.txt")
+    return Pretrained(config, vocab_path, _special_ids(vocab_path, config), checkpoint)
+
+
+def _special_ids(vocab_path: str, config: ElectraConfig) -> dict:
+    """The vocab's special token ids, after checking it belongs to `config`'s encoder."""
     tokens = vocab_lib.load_vocab(vocab_path)
     if len(tokens) != config.vocab_size:
         raise ConfigError(f"{vocab_path} has {len(tokens)} tokens but the encoder config says "
                           f"vocab_size={config.vocab_size}: they belong to different runs.")
-    return Pretrained(config, vocab_path, vocab_lib.special_token_ids(tokens), checkpoint)
+    return vocab_lib.special_token_ids(tokens)
 
 
 def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float):
@@ -175,6 +180,8 @@ class _TaskData:
 
 class _QAData:
     """SQuAD features: windowed train/eval arrays; decoding back to answer texts."""
+
+    text_pairs = False  # question + context are packed by squad.create_features
 
     def __init__(self, task, cfg, tokenizer, special, train_examples, eval_examples):
         self.task, self.cfg = task, cfg
@@ -288,7 +295,7 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
 
     _write_json(os.path.join(model_dir, "task.json"),
                 {"task": task.name, "kind": task.kind,
-                 "text_pairs": getattr(data, "text_pairs", False)})
+                 "text_pairs": data.text_pairs})
 
     trials = []
     for trial in range(cfg.num_trials):
@@ -398,9 +405,8 @@ def load_finetuned(model_dir: str, trial: Optional[int] = None) -> Finetuned:
     model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
     status = tf.train.Checkpoint(model=model).read(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
-    special = vocab_lib.special_token_ids(vocab_lib.load_vocab(vocab_path))
     return Finetuned(model, task, labels, task_info["text_pairs"], cfg, encoder_config,
-                     vocab_path, special, checkpoint)
+                     vocab_path, _special_ids(vocab_path, encoder_config), checkpoint)
 
 
 def _summary(trials):
