@@ -7,11 +7,14 @@ Re-running the same command resumes from the last checkpoint. Every ElectraConfi
 is a flag (defaults come from --preset); see `python pretrain.py --helpfull`.
 """
 
+import sys
+
 from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.config import ElectraConfig, PRESETS
 from electra_tf.pretraining import run
+from electra_tf.training import checkpointing, runtime
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Run directory (config, vocab, checkpoints, logs).")
@@ -34,13 +37,20 @@ _HELP = {
     "temperature": "Temperature of the generator's sampling.",
     "adam_bias_correction": "Use Adam bias correction (the official code has none).",
     "checkpoint_every": "Steps between checkpoints (also one progress-bar epoch).",
+    "batch_size": "GLOBAL batch of one optimizer step, split over all replicas.",
+    "grad_accum_steps": "Split each replica's share of the batch into this many "
+                        "micro-batches and sum their gradients (for batches larger than "
+                        "memory allows).",
 }
 cli.define_dataclass_flags(ElectraConfig, _HELP, lambda f: f"Override the preset's {f.name}.",
                            skip=_DERIVED)
+cli.define_runtime_flags()
 
 
 def main(argv):
     del argv
+    options = cli.runtime_options()
+    strategy = runtime.create_strategy(options)  # before any other TensorFlow op
     overrides = cli.dataclass_overrides(ElectraConfig, skip=_DERIVED)
     if "lower_case" in overrides and "strip_accents" not in overrides:
         overrides["strip_accents"] = overrides["lower_case"]
@@ -50,7 +60,12 @@ def main(argv):
         vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
         num_processes=FLAGS.num_processes)
     config, file_pattern = run.prepare_run(config, inputs)
-    results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches)
+    try:
+        results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
+                            runtime=options, strategy=strategy)
+    except checkpointing.Preempted as e:
+        print(e, file=sys.stderr)
+        sys.exit(143)  # 128 + SIGTERM: schedulers see a terminated (restartable) job
     run.print_summary(FLAGS.model_dir, results)
 
 

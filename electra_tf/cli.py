@@ -42,6 +42,30 @@ def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None
             define[kind](field.name, None, help_texts.get(field.name, default_help(field)))
 
 
+def define_runtime_flags() -> None:
+    """--strategy, --tpu, --mixed_precision, --jit_compile (see `RuntimeOptions`)."""
+    from electra_tf.training import runtime
+
+    flags.DEFINE_enum("strategy", "auto", runtime.STRATEGIES,
+                      "tf.distribute strategy. auto: TPU (with --tpu or TPU_NAME) > several "
+                      "GPUs (mirrored) > one GPU > CPU; multi_worker reads TF_CONFIG.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (TPUClusterResolver).")
+    flags.DEFINE_enum("mixed_precision", "none", list(runtime.PRECISIONS),
+                      "bf16 for TPUs and CPUs with AMX/AVX512-BF16; fp16 (loss-scaled) for "
+                      "GPUs. Variables and losses stay float32.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA (measure "
+                      "first: on CPUs it can be much slower).")
+
+
+def runtime_options():
+    from electra_tf.training import runtime
+
+    return runtime.RuntimeOptions(
+        strategy=flags.FLAGS.strategy, tpu=flags.FLAGS.tpu,
+        mixed_precision=flags.FLAGS.mixed_precision,
+        jit_compile=flags.FLAGS.jit_compile).validated()
+
+
 def dataclass_overrides(cls, skip=()) -> dict:
     """{field name: flag value} for the fields of `cls` given on the command line."""
     return {f.name: getattr(flags.FLAGS, f.name) for f in dataclasses.fields(cls)

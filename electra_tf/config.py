@@ -17,7 +17,8 @@ from electra_tf import files
 
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
-RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints"})
+RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints",
+                              "grad_accum_steps"})
 TIE_EMBEDDINGS = ("all", "none")
 
 
@@ -62,7 +63,10 @@ class ElectraConfig:
 
     # Pretraining recipe.
     max_seq_length: int = 128
-    batch_size: int = 128
+    batch_size: int = 128  # the global batch of one optimizer step
+    # Micro-batches per step: each replica computes batch_size / (replicas x this) examples
+    # at a time and sums the gradients (a batch larger than memory allows).
+    grad_accum_steps: int = 1
     train_steps: int = 1_000_000
     learning_rate: float = 5e-4
     warmup_steps: int = 10_000
@@ -133,6 +137,9 @@ class ElectraConfig:
         if self.tie_embeddings not in TIE_EMBEDDINGS:
             raise ConfigError(f"tie_embeddings={self.tie_embeddings!r}; choose one of "
                               f"{', '.join(TIE_EMBEDDINGS)}.")
+        if self.grad_accum_steps < 1 or self.batch_size % self.grad_accum_steps:
+            raise ConfigError(f"batch_size={self.batch_size} must be a multiple of "
+                              f"grad_accum_steps={self.grad_accum_steps} (>= 1).")
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length={self.max_seq_length} is too short (min 8).")
         return self

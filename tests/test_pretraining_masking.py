@@ -2,7 +2,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretraining.masking import mask_tokens, scatter_at_positions
+from electra_tf.pretraining.masking import (mask_tokens, noise_width, scatter_at_positions,
+                                           split_noise)
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 
@@ -16,9 +17,12 @@ def make_batch(lengths, seq=40):
 
 
 def run(ids, mask, seed, max_predictions=6, prob=0.15):
+    noise = keras.random.uniform([ids.shape[0], noise_width(ids.shape[1], max_predictions)],
+                                 seed=seed)
+    scores, keep, _ = split_noise(noise, ids.shape[1], max_predictions)
     return mask_tokens(ids, mask, mask_prob=prob, max_predictions=max_predictions,
                        mask_token_id=MASK, special_token_ids=(PAD, CLS, SEP, MASK),
-                       seed=seed)
+                       position_scores=scores, keep_draws=keep)
 
 
 def test_per_sequence_count_and_never_special_or_padding():
@@ -47,6 +51,20 @@ def test_only_chosen_positions_change_and_they_become_mask_or_stay():
     assert np.all(out["masked_ids"].numpy()[changed] == MASK)
     fraction_masked = changed.sum() / chosen.sum()
     assert 0.80 < fraction_masked < 0.90  # 85% [MASK], 15% unchanged (n = 384)
+
+
+def test_the_highest_scored_candidates_are_chosen_and_low_keep_draws_mask():
+    ids, mask = make_batch([12])
+    scores = np.zeros((1, 40), np.float32)
+    scores[0, [0, 5, 7]] = [0.99, 0.9, 0.8]  # position 0 is [CLS]: never a candidate
+    keep = np.array([[0.9, 0.1]], np.float32)
+    out = mask_tokens(ids, mask, mask_prob=0.15, max_predictions=2, mask_token_id=MASK,
+                      special_token_ids=(PAD, CLS, SEP, MASK), position_scores=scores,
+                      keep_draws=keep)
+    assert out["positions"].numpy().tolist() == [[5, 7]]
+    # Slot 0 (draw 0.9 >= 0.85) keeps its token; slot 1 becomes [MASK].
+    assert out["masked_ids"].numpy()[0, 5] == ids.numpy()[0, 5]
+    assert out["masked_ids"].numpy()[0, 7] == MASK
 
 
 def test_fresh_masks_every_call():

@@ -5,11 +5,15 @@ import tensorflow as tf
 from electra_tf.pretraining import objectives
 
 
-def test_gumbel_sample_follows_the_softmax_and_passes_no_gradient():
+def uniform(n, seed):
+    return keras.random.uniform([1, n], seed=seed)
+
+
+def test_sample_follows_the_softmax_and_passes_no_gradient():
     probs = np.array([0.7, 0.2, 0.1, 0.0], np.float32)
     logits = tf.Variable(np.log(probs + 1e-12)[None, None, :].repeat(4000, axis=1))
     with tf.GradientTape() as tape:
-        sample = objectives.gumbel_sample(logits, seed=keras.random.SeedGenerator(0))
+        sample = objectives.sample_tokens(logits, uniform(4000, 0))
         loss = tf.reduce_sum(tf.cast(sample, tf.float32))
     assert tape.gradient(loss, logits) is None
     frequencies = np.bincount(sample.numpy().ravel(), minlength=4) / 4000
@@ -18,8 +22,14 @@ def test_gumbel_sample_follows_the_softmax_and_passes_no_gradient():
 
 def test_temperature_sharpens_sampling():
     logits = tf.constant(np.log([[[0.6, 0.4]]] * 1).repeat(4000, axis=1), tf.float32)
-    cold = objectives.gumbel_sample(logits, temperature=0.1, seed=keras.random.SeedGenerator(1))
+    cold = objectives.sample_tokens(logits, uniform(4000, 1), temperature=0.1)
     assert (cold.numpy() == 0).mean() > 0.95
+
+
+def test_sample_inverts_the_cdf_and_never_picks_impossible_ids():
+    logits = tf.constant(np.log([[[0.5, 0.0, 0.25, 0.25]]] * 1).repeat(5, axis=1), tf.float32)
+    draws = tf.constant([[0.0, 0.49, 0.5, 0.74, 0.9999999]])
+    assert objectives.sample_tokens(logits, draws).numpy().tolist() == [[0, 0, 2, 2, 3]]
 
 
 def test_replaced_only_where_the_sample_differs():

@@ -51,7 +51,7 @@ def test_layer_norm_and_biases_are_not_decayed_and_gradients_are_clipped():
             assert not np.allclose(a, b)  # decayed with a zero gradient
         else:
             np.testing.assert_array_equal(a, b)  # bias, gamma, beta untouched
-    assert opt.global_clipnorm == 1.0
+    assert opt.clip_norm == 1.0
 
 
 def test_layerwise_decay_is_correct_by_default_and_official_on_request():

@@ -8,13 +8,21 @@ FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
 def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
-                        training: bool = True, seed: int = 0,
-                        shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+                        training: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
+                        noise_width: int = 0) -> tf.data.Dataset:
     """Batches of {'input_ids', 'input_mask', 'segment_ids'}: int32 [batch, max_seq_length].
 
     Training pipelines shuffle files and examples and repeat forever; files are interleaved
     and parsed in parallel. `seed` makes the order reproducible (change it on resume so a
     restarted run does not replay the same first batches).
+
+    With `noise_width`, each example also gets `noise`: float32 [noise_width] uniform
+    draws for its masking (see `electra_tf.pretraining.masking`), seeded by `seed`, the
+    example's position in the stream and a hash of its bytes. Under a distribution
+    strategy every worker runs this pipeline on its own files (tf.data auto-sharding), and
+    the hash keeps workers' draws independent; the position makes every epoch draw anew.
+
+    `batch_size` is the global batch: `tf.distribute` splits it across replicas.
     """
     files = tf.io.gfile.glob(file_pattern)
     if not files:
@@ -29,9 +37,21 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
         records = records.shuffle(shuffle_buffer, seed=seed)
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURES}
 
-    def parse(serialized):
+    def with_noise(index, serialized):
+        fingerprint = tf.strings.to_hash_bucket_fast(serialized, 2 ** 62)
+        noise = tf.random.stateless_uniform(
+            [noise_width], seed=tf.stack([tf.constant(seed, tf.int64), fingerprint + index]))
+        return serialized, noise
+
+    def parse(serialized, noise=None):
         parsed = tf.io.parse_example(serialized, spec)
-        return {name: tf.cast(parsed[name], tf.int32) for name in FEATURES}
+        features = {name: tf.cast(parsed[name], tf.int32) for name in FEATURES}
+        if noise is not None:
+            features["noise"] = noise
+        return features
+
+    if noise_width:
+        records = records.enumerate().map(with_noise, num_parallel_calls=tf.data.AUTOTUNE)
 
     return (records.batch(batch_size, drop_remainder=training)
             .map(parse, num_parallel_calls=tf.data.AUTOTUNE)

@@ -1,11 +1,29 @@
-"""Dynamic masking for the generator's MLM task, in graph and fresh at every step."""
+"""Dynamic masking for the generator's MLM task, in graph and fresh at every step.
 
-import keras
+The step's randomness is an input: `noise`, uniform floats per example. The input pipeline
+draws them per example (`electra_tf.data.dataset`), so an example gets the same mask and
+the same generator sample whether it is trained on one device, on one of several
+replicas, or in one of several accumulated micro-batches; runs under different
+strategies are then comparable step for step.
+"""
+
 import tensorflow as tf
 
 
+def noise_width(seq_length: int, max_predictions: int) -> int:
+    """Uniform draws one example needs: a score per position, then two per prediction
+    slot (mask-or-keep, then the generator sample)."""
+    return seq_length + 2 * max_predictions
+
+
+def split_noise(noise, seq_length: int, max_predictions: int):
+    """(position scores [batch, seq], keep draws [batch, n], sample draws [batch, n])."""
+    n = max_predictions
+    return noise[:, :seq_length], noise[:, -2 * n:-n], noise[:, -n:]
+
+
 def mask_tokens(input_ids, input_mask, *, mask_prob, max_predictions, mask_token_id,
-                special_token_ids, seed=None):
+                special_token_ids, position_scores, keep_draws):
     """Chooses positions to predict and hides most of them behind `[MASK]`.
 
     Per sequence, `round(num_real_tokens * mask_prob)` positions (at least 1, at most
@@ -17,8 +35,10 @@ def mask_tokens(input_ids, input_mask, *, mask_prob, max_predictions, mask_token
     Args:
         input_ids: int32 [batch, seq].
         input_mask: int32 [batch, seq], 1 for real tokens.
-        seed: a `keras.random.SeedGenerator` (or anything `keras.random` takes); the
-            model owns one, so masks are reproducible and resume with the checkpoint.
+        position_scores: float [batch, seq] uniform in [0, 1): the chosen positions are
+            the candidates with the highest scores.
+        keep_draws: float [batch, max_predictions] uniform: a slot keeps its token when
+            its draw is >= 0.85.
 
     Returns: dict with
         `masked_ids`: int32 [batch, seq], the generator's input;
@@ -38,14 +58,13 @@ def mask_tokens(input_ids, input_mask, *, mask_prob, max_predictions, mask_token
         num_to_predict, tf.reduce_sum(tf.cast(candidates, tf.int32), -1))
 
     # Sampling without replacement: the top-k of uniform scores over the candidates.
-    uniform = keras.random.uniform(tf.shape(input_ids), seed=seed)
-    scores = tf.where(candidates, uniform, -1.0)
+    scores = tf.where(candidates, tf.cast(position_scores, tf.float32), -1.0)
     _, positions = tf.math.top_k(scores, k=max_predictions)
     used = tf.sequence_mask(num_to_predict, max_predictions)
     positions = tf.where(used, positions, 0)
     labels = tf.where(used, tf.gather(input_ids, positions, batch_dims=1), 0)
 
-    to_mask = used & (keras.random.uniform(tf.shape(positions), seed=seed) < 0.85)
+    to_mask = used & (keep_draws < 0.85)
     masked_ids = scatter_at_positions(
         input_ids, positions, tf.fill(tf.shape(positions), mask_token_id), to_mask)
     return {

@@ -1,6 +1,5 @@
 """Losses and sampling of the replaced-token-detection objective (in float32)."""
 
-import keras
 import tensorflow as tf
 
 from electra_tf.pretraining.masking import scatter_at_positions
@@ -16,16 +15,23 @@ def mlm_loss(logits, labels, weights):
     return tf.reduce_sum(per_slot * weights) / (tf.reduce_sum(weights) + 1e-6)
 
 
-def gumbel_sample(logits, temperature=1.0, seed=None):
-    """Samples one id per slot from softmax(logits / temperature) by the Gumbel-max trick.
+def sample_tokens(logits, uniform, temperature=1.0):
+    """Samples one id per slot from softmax(logits / temperature) by inverting its CDF.
 
-    No gradient flows through the sample (the paper trains the generator by MLM only).
-    logits: [batch, n, vocab] -> int32 [batch, n].
+    One uniform draw per slot (rather than the Gumbel-max trick's one per vocabulary entry)
+    keeps the randomness small enough to come from the input pipeline, per example (see
+    `masking`). No gradient flows through the sample (the paper trains the generator by
+    MLM only).
+
+    logits: [batch, n, vocab]; uniform: float [batch, n] in [0, 1) -> int32 [batch, n].
     """
     logits = tf.stop_gradient(tf.cast(logits, tf.float32)) / temperature
-    uniform = keras.random.uniform(tf.shape(logits), seed=seed)
-    gumbel = -tf.math.log(-tf.math.log(uniform + 1e-9) + 1e-9)
-    return tf.stop_gradient(tf.argmax(logits + gumbel, -1, output_type=tf.int32))
+    weights = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
+    cdf = tf.cumsum(weights, -1)
+    threshold = tf.cast(uniform, tf.float32)[..., None] * cdf[..., -1:]
+    # Entries with zero probability never extend the CDF, so they are never chosen.
+    sampled = tf.reduce_sum(tf.cast(cdf <= threshold, tf.int32), -1)
+    return tf.minimum(sampled, tf.shape(logits)[-1] - 1)
 
 
 def replace_tokens(input_ids, positions, sampled_ids, weights):

@@ -9,7 +9,7 @@ from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.pretraining import objectives
-from electra_tf.pretraining.masking import mask_tokens
+from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
 
 
 class ElectraPretrainer(keras.Model):
@@ -23,7 +23,12 @@ class ElectraPretrainer(keras.Model):
     loss = mlm_weight * MLM + disc_weight * BCE over all real tokens.
 
     Inputs (a dataset element): dict of `input_ids`, `input_mask`, `segment_ids`,
-    int32 [batch, seq].
+    int32 [batch, seq], and optionally `noise`, float32 [batch, noise_width] uniform draws
+    that decide the masks and the generator's samples (the input pipeline adds them, see
+    `masking`); without it the model draws its own from `seed_generator`.
+
+    `config.grad_accum_steps` > 1 splits each replica's batch into that many micro-batches
+    and sums their gradients into one optimizer step.
 
     Example:
     >>> cfg = ElectraConfig.preset("tiny")
@@ -51,6 +56,7 @@ class ElectraPretrainer(keras.Model):
         self.discriminator_head = DiscriminatorHead(
             config.hidden_size, config.initializer_range, name="discriminator_predictions")
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
+        self.noise_width = noise_width(config.max_seq_length, config.max_predictions_per_seq)
         self.special_token_ids = (config.pad_token_id, config.cls_token_id,
                                   config.sep_token_id, config.mask_token_id)
 
@@ -82,17 +88,23 @@ class ElectraPretrainer(keras.Model):
         cfg = self.config
         input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
         segment_ids = inputs["segment_ids"]
+        noise = inputs.get("noise")
+        if noise is None:
+            noise = keras.random.uniform([tf.shape(input_ids)[0], self.noise_width],
+                                         seed=self.seed_generator)
+        position_scores, keep_draws, sample_draws = split_noise(
+            noise, input_ids.shape[1], cfg.max_predictions_per_seq)
         masked = mask_tokens(
             input_ids, input_mask, mask_prob=cfg.mask_prob,
             max_predictions=cfg.max_predictions_per_seq, mask_token_id=cfg.mask_token_id,
-            special_token_ids=self.special_token_ids, seed=self.seed_generator)
+            special_token_ids=self.special_token_ids, position_scores=position_scores,
+            keep_draws=keep_draws)
         generator_outputs = self.generator(
             {"input_word_ids": masked["masked_ids"], "input_mask": input_mask,
              "input_type_ids": segment_ids}, training=training)
         mlm_logits = self.generator_head(generator_outputs["sequence_output"],
                                          mask_positions=masked["positions"])
-        sampled_ids = objectives.gumbel_sample(mlm_logits, cfg.temperature,
-                                               seed=self.seed_generator)
+        sampled_ids = objectives.sample_tokens(mlm_logits, sample_draws, cfg.temperature)
         corrupted_ids, replaced = objectives.replace_tokens(
             input_ids, masked["positions"], sampled_ids, masked["weights"])
         discriminator_outputs = self.discriminator(
@@ -113,17 +125,43 @@ class ElectraPretrainer(keras.Model):
         return total, mlm, disc
 
     def train_step(self, data):
+        variables = self.trainable_variables
+        # Keras sums gradients over replicas and this sums them over micro-batches: scale
+        # each micro-batch's mean loss so the total is the mean over the global batch.
+        steps = self.config.grad_accum_steps
+        loss_scale = 1.0 / (tf.distribute.get_strategy().num_replicas_in_sync * steps)
+        if steps == 1:
+            gradients = self._micro_step(data, variables, loss_scale)
+        else:
+            micro_batches = {k: tf.reshape(v, [steps, -1, *v.shape[1:]])
+                             for k, v in data.items()}
+
+            def accumulate(i, sums):
+                micro = {k: v[i] for k, v in micro_batches.items()}
+                gradients = self._micro_step(micro, variables, loss_scale)
+                return i + 1, [s if g is None else s + tf.convert_to_tensor(g)
+                               for s, g in zip(sums, gradients)]
+
+            # A while loop (not a Python one) runs the micro-batches one after another,
+            # so only one micro-batch's activations are alive at a time.
+            _, gradients = tf.while_loop(
+                lambda i, _: i < steps, accumulate,
+                (tf.constant(0), [tf.zeros_like(v) for v in variables]),
+                parallel_iterations=1)
+        self.optimizer.apply(gradients, variables)
+        return {m.name: m.result() for m in self.metrics}
+
+    def _micro_step(self, data, variables, loss_scale):
+        """Gradients of `loss_scale` x the batch's loss; updates the metrics."""
         with tf.GradientTape() as tape:
             outputs = self(data, training=True)
             total, mlm, disc = self.compute_losses(outputs)
-            # Keras sums gradients over replicas: scale the per-replica mean accordingly.
-            scaled = total / tf.distribute.get_strategy().num_replicas_in_sync
-            if self.optimizer is not None and hasattr(self.optimizer, "scale_loss"):
+            scaled = total * loss_scale
+            if hasattr(self.optimizer, "scale_loss"):  # fp16 loss scaling
                 scaled = self.optimizer.scale_loss(scaled)
-        variables = self.trainable_variables
         gradients = tape.gradient(scaled, variables)
-        self.optimizer.apply(gradients, variables)
-        return self._update_metrics(outputs, total, mlm, disc)
+        self._update_metrics(outputs, total, mlm, disc)
+        return gradients
 
     def test_step(self, data):
         outputs = self(data, training=False)

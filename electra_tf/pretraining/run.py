@@ -28,6 +28,8 @@ from electra_tf.data.dataset import pretraining_dataset
 from electra_tf.text import build_vocab as vocab_cli
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.training import checkpointing
+from electra_tf.training import runtime as runtime_lib
+from electra_tf.training.runtime import RuntimeOptions
 from electra_tf.training.optimization import create_pretraining_optimizer
 
 CONFIG_FILE = "config.json"
@@ -112,70 +114,120 @@ def _build_data(config, inputs, vocab_path) -> str:
     return manifest["file_pattern"]
 
 
-def build_model(config: ElectraConfig):
-    """(model, optimizer), compiled and built."""
+def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None):
+    """(model, optimizer), compiled and built, in the current strategy's scope.
+
+    `optimizer` is the AdamW that checkpoints hold; under fp16 the model's optimizer wraps
+    it for loss scaling (the scale is not saved: it re-adapts within a few steps).
+    """
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
-    model = ElectraPretrainer(config)
-    model.build_all()
+    runtime = runtime or RuntimeOptions()
+    with runtime_lib.precision(runtime.mixed_precision):
+        model = ElectraPretrainer(config)
+        model.build_all()
     optimizer = create_pretraining_optimizer(config, model)
-    model.compile(optimizer=optimizer)
-    optimizer.build(model.trainable_variables)
+    # steps_per_execution stays 1: larger values crash under MirroredStrategy (keras#19246).
+    model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
+                  jit_compile=runtime.jit_compile)
+    model.optimizer.build(model.trainable_variables)
     return model, optimizer
 
 
 def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches: int = 20,
-          verbose: int = 1) -> dict:
-    """Trains to `config.train_steps` (resuming from the latest checkpoint); returns metrics."""
+          verbose: int = 1, runtime: Optional[RuntimeOptions] = None,
+          strategy=None) -> dict:
+    """Trains to `config.train_steps` (resuming from the latest checkpoint); returns metrics.
+
+    `strategy` defaults to the one `runtime.strategy` names. Under several workers only the
+    chief writes checkpoints, logs and results (the others write theirs to a scratch
+    directory that is removed). SIGTERM saves a checkpoint and raises
+    `checkpointing.Preempted`.
+    """
     import tensorflow as tf
 
+    runtime = (runtime or RuntimeOptions()).validated()
+    strategy = strategy or runtime_lib.create_strategy(runtime)
+    replicas = strategy.num_replicas_in_sync
+    if config.batch_size % (replicas * config.grad_accum_steps):
+        raise ConfigError(
+            f"batch_size={config.batch_size} (the global batch) must split evenly over "
+            f"{replicas} replicas x grad_accum_steps={config.grad_accum_steps}.")
+    chief = runtime_lib.is_chief(strategy)
+    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
+    if not chief:
+        checkpoint_dir = os.path.join(checkpoint_dir, f".worker_{runtime_lib.worker_id(strategy)}")
+
     keras.utils.set_random_seed(config.seed)
-    model, optimizer = build_model(config)
-    checkpoint = checkpointing.make_checkpoint(model, optimizer)
-    manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(model_dir, CHECKPOINT_DIR),
-        max_to_keep=config.keep_checkpoints)
-    if manager.latest_checkpoint:
-        if "optimizer" in checkpointing.saved_objects(manager.latest_checkpoint):
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        else:  # converted weights (electra_tf.convert): continue pretraining with a new optimizer
-            print(f"Continuing pretraining from the weights in {manager.latest_checkpoint}.")
-            _restore_weights_only(model, manager.latest_checkpoint)
+    with strategy.scope():
+        model, optimizer = build_model(config, runtime)
+        checkpoint = checkpointing.make_checkpoint(model, optimizer)
+        manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
+                                             max_to_keep=config.keep_checkpoints)
+        restore_from = tf.train.latest_checkpoint(os.path.join(model_dir, CHECKPOINT_DIR))
+        if restore_from:
+            if "optimizer" in checkpointing.saved_objects(restore_from):
+                checkpoint.restore(restore_from).assert_existing_objects_matched()
+            else:  # converted weights (electra_tf.convert): continue with a new optimizer
+                print(f"Continuing pretraining from the weights in {restore_from}.")
+                _restore_weights_only(model, restore_from)
+        preemption = checkpointing.SaveOnPreemption(manager, strategy)
     start_step = int(optimizer.iterations.numpy())
     if start_step:
-        print(f"Resuming from {manager.latest_checkpoint} at step {start_step}.")
+        print(f"Resuming from {restore_from} at step {start_step}.")
 
+    data_options = dict(batch_size=config.batch_size, max_seq_length=config.max_seq_length,
+                        noise_width=model.noise_width)
+    history = {}
     if start_step < config.train_steps:
         steps_per_epoch = min(config.checkpoint_every, config.train_steps)
-        dataset = pretraining_dataset(file_pattern, config.batch_size, config.max_seq_length,
-                                      training=True, seed=config.seed + start_step)
+        dataset = pretraining_dataset(file_pattern, training=True,
+                                      seed=config.seed + start_step, **data_options)
+        callbacks = [checkpointing.StopAtStep(config.train_steps),
+                     checkpointing.CheckpointEvery(manager, config.checkpoint_every),
+                     preemption]
+        if chief:
+            callbacks.append(keras.callbacks.TensorBoard(
+                os.path.join(model_dir, "logs"), update_freq=max(1, steps_per_epoch // 10)))
         started = time.time()
-        model.fit(
+        history = model.fit(
             dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
             epochs=math.ceil(config.train_steps / steps_per_epoch),
-            initial_epoch=start_step // steps_per_epoch, verbose=verbose,
-            callbacks=[
-                checkpointing.StopAtStep(config.train_steps),
-                checkpointing.CheckpointEvery(manager, config.checkpoint_every),
-                keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"),
-                                            update_freq=max(1, steps_per_epoch // 10)),
-            ])
+            initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
+            callbacks=callbacks).history
         elapsed = time.time() - started
         steps = int(optimizer.iterations.numpy()) - start_step
         tokens_per_second = steps * config.batch_size * config.max_seq_length / elapsed
+        if preemption.preempted:
+            _remove_scratch(chief, checkpoint_dir)
+            raise checkpointing.Preempted(int(optimizer.iterations.numpy()),
+                                          manager.latest_checkpoint)
     else:
         tokens_per_second = None
         print(f"The run is already at step {start_step} >= train_steps={config.train_steps}.")
 
-    eval_data = pretraining_dataset(file_pattern, config.batch_size, config.max_seq_length,
-                                    training=False).repeat()
+    eval_data = pretraining_dataset(file_pattern, training=False, seed=config.seed,
+                                    **data_options).repeat()
     metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
     results = {"step": int(optimizer.iterations.numpy()),
                "eval": {k: round(float(v), 4) for k, v in metrics.items()},
                "train_tokens_per_second": tokens_per_second and round(tokens_per_second, 1),
-               "checkpoint": manager.latest_checkpoint}
-    files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
+               "replicas": replicas,
+               # The metrics of each fit epoch (one epoch = checkpoint_every steps).
+               "train_history": {k: [round(float(x), 6) for x in v]
+                                 for k, v in history.items()},
+               "checkpoint": tf.train.latest_checkpoint(
+                   os.path.join(model_dir, CHECKPOINT_DIR))}
+    _remove_scratch(chief, checkpoint_dir)
+    if chief:
+        files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
     return results
+
+
+def _remove_scratch(chief: bool, checkpoint_dir: str) -> None:
+    """Non-chief workers' checkpoints only serve the collective save; drop them."""
+    if not chief:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
 def _restore_weights_only(model, checkpoint_path: str) -> None:

@@ -79,3 +79,40 @@ class StopAtStep(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) >= self.last_step:
             self.model.stop_training = True
+
+
+class Preempted(Exception):
+    """Training stopped on SIGTERM after saving `checkpoint` at `step`."""
+
+    def __init__(self, step: int, checkpoint: str):
+        super().__init__(f"Stopped by SIGTERM at step {step}; saved {checkpoint}. Run the "
+                         "same command again to resume from it.")
+        self.step, self.checkpoint = step, checkpoint
+
+
+class SaveOnPreemption(keras.callbacks.Callback):
+    """On SIGTERM, saves a checkpoint after the current step and stops `fit`.
+
+    TensorFlow's `PreemptionCheckpointHandler` installs the signal handler and, with
+    several workers, agrees with the others on the step to save at (through the
+    coordination service), so every worker joins the same collective save. Its default
+    exit (`sys.exit` inside `fit`) would skip the caller's clean-up; ours sets a flag.
+    Create it in the strategy's scope; it restores `manager`'s latest checkpoint.
+    """
+
+    def __init__(self, manager: tf.train.CheckpointManager, strategy):
+        super().__init__()
+        self.preempted = False
+        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            getattr(strategy, "cluster_resolver", None), manager,
+            termination_config=tf.distribute.experimental.TerminationConfig(
+                exit_fn=self._stop))
+
+    def _stop(self):
+        self.preempted = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.handler.save_checkpoint_if_preempted(
+            checkpoint_number=int(self.model.optimizer.iterations.numpy()))
+        if self.preempted:
+            self.model.stop_training = True

@@ -51,21 +51,35 @@ class AdamWeightDecay(keras.optimizers.Adam):
         bias_correction: standard Adam bias correction (the official code has none).
         lr_multipliers: {variable path: multiplier} for layer-wise learning rates.
         no_decay_paths: paths of variables excluded from weight decay.
+        clip_norm: global-norm clipping of the gradients summed over all replicas.
+            Keras's `global_clipnorm` clips each replica's share before the sum, so under a
+            distribution strategy it would clip a different (smaller) gradient than a
+            single device does with the same global batch.
     """
 
     def __init__(self, weight_decay_rate=0.0, bias_correction=False, lr_multipliers=None,
-                 no_decay_paths=(), **kwargs):
+                 no_decay_paths=(), clip_norm=None, **kwargs):
         super().__init__(**kwargs)
         self.weight_decay_rate = weight_decay_rate
         self.bias_correction = bias_correction
         self.lr_multipliers = dict(lr_multipliers or {})
         self.no_decay_paths = set(no_decay_paths)
+        self.clip_norm = clip_norm
 
     def build(self, var_list):
         super().build(var_list)
         # update_step sees backend variables (no Keras path): resolve per index up front.
         self._multiplier_by_index = [self.lr_multipliers.get(v.path, 1.0) for v in var_list]
         self._decays_by_index = [v.path not in self.no_decay_paths for v in var_list]
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # The TensorFlow backend's hook between the cross-replica sum and the update.
+        grads_and_vars = super()._all_reduce_sum_gradients(grads_and_vars)
+        if not self.clip_norm:
+            return grads_and_vars
+        grads, variables = zip(*grads_and_vars)
+        clipped, _ = tf.clip_by_global_norm(list(grads), self.clip_norm)
+        return list(zip(clipped, variables))
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
@@ -90,7 +104,8 @@ class AdamWeightDecay(keras.optimizers.Adam):
         config.update({"weight_decay_rate": self.weight_decay_rate,
                        "bias_correction": self.bias_correction,
                        "lr_multipliers": self.lr_multipliers,
-                       "no_decay_paths": sorted(self.no_decay_paths)})
+                       "no_decay_paths": sorted(self.no_decay_paths),
+                       "clip_norm": self.clip_norm})
         return config
 
 
@@ -104,7 +119,7 @@ def create_optimizer(learning_rate, total_steps, warmup_steps, variables, weight
         lr_multipliers=lr_multipliers,
         no_decay_paths=[v.path for v in variables if NO_DECAY_PATTERN.search(v.path)],
         learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-        global_clipnorm=clip_norm or None)
+        clip_norm=clip_norm or None)
 
 
 def layerwise_lr_multipliers(encoder, variables, decay: float, official_bug=False) -> dict:

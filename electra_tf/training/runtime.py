@@ -1,0 +1,129 @@
+"""Where and how a run executes: `tf.distribute` strategy, mixed precision, XLA.
+
+These options never change what a checkpoint holds, so a run may resume under other ones
+(e.g. pretrain on a TPU, continue on a GPU box).
+
+Batch semantics under every strategy: `batch_size` is the GLOBAL batch of one optimizer
+step. Each of the `num_replicas_in_sync` replicas computes `batch_size / replicas`
+examples; gradients are averaged over the global batch, so the learning rate does not
+depend on the number of devices.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from electra_tf.config import ConfigError
+
+STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@dataclasses.dataclass
+class RuntimeOptions:
+    """How a run executes (flags shared by pretrain.py and finetune.py)."""
+
+    # auto: TPU if --tpu is given or one is attached, else all local GPUs (mirrored when
+    # there are several), else the CPU. multi_worker reads the cluster from TF_CONFIG.
+    strategy: str = "auto"
+    tpu: Optional[str] = None  # TPU name or grpc:// address for TPUClusterResolver
+    # bf16: TPUs and CPUs with AMX/AVX-512-BF16; fp16: GPUs (with dynamic loss scaling).
+    mixed_precision: str = "none"
+    jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
+
+    def validated(self) -> "RuntimeOptions":
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"--strategy={self.strategy!r}; choose one of "
+                              f"{', '.join(STRATEGIES)}.")
+        if self.mixed_precision not in PRECISIONS:
+            raise ConfigError(f"--mixed_precision={self.mixed_precision!r}; choose one of "
+                              f"{', '.join(PRECISIONS)}.")
+        return self
+
+
+def create_strategy(options: RuntimeOptions) -> tf.distribute.Strategy:
+    """The `tf.distribute.Strategy` named by `options.strategy`.
+
+    Must run before any other TensorFlow op (multi-worker and TPU set up the runtime).
+    """
+    name = options.validated().strategy
+    if name == "auto":
+        name = _auto_strategy(options.tpu)
+    if name == "tpu":
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=options.tpu or "")
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except (ValueError, tf.errors.OpError) as e:
+            raise ConfigError(f"--strategy tpu: cannot reach TPU {options.tpu or '(local)'}: "
+                              f"{e}. Pass --tpu NAME (or grpc://host:port).") from e
+        return tf.distribute.TPUStrategy(resolver)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError("--strategy multi_worker reads the cluster from the TF_CONFIG "
+                              "environment variable (see README: Distributed training); "
+                              "it is not set.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    if name == "gpu":
+        if not gpus:
+            raise ConfigError("--strategy gpu: TensorFlow sees no GPU on this machine; use "
+                              "--strategy cpu (or auto).")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name)
+    if name == "mirrored":
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices(
+            "CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    return tf.distribute.OneDeviceStrategy("/cpu:0" if name == "cpu" else gpus[0].name)
+
+
+def _auto_strategy(tpu: Optional[str]) -> str:
+    if tpu or os.environ.get("TPU_NAME"):
+        return "tpu"
+    if "TF_CONFIG" in os.environ and len(json.loads(os.environ["TF_CONFIG"]).get(
+            "cluster", {}).get("worker", [])) > 1:
+        return "multi_worker"
+    gpus = tf.config.list_logical_devices("GPU")
+    return "mirrored" if len(gpus) > 1 else ("gpu" if gpus else "cpu")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the one worker that writes checkpoints, logs and results."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().jobs:
+        return True
+    return resolver.task_type in ("chief", None) or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().jobs)
+
+
+def worker_id(strategy: tf.distribute.Strategy) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return int(resolver.task_id or 0) if resolver is not None else 0
+
+
+@contextlib.contextmanager
+def precision(mixed_precision: str):
+    """Layers built inside compute in the given precision (variables stay float32).
+
+    Keras reads the policy when a layer is created, so it is set only while models are
+    built and restored afterwards (tests build several models in one process).
+    """
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(PRECISIONS[mixed_precision])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def wrap_optimizer(optimizer, mixed_precision: str):
+    """fp16 needs dynamic loss scaling (gradients underflow); bf16 has fp32's range."""
+    if mixed_precision == "fp16":
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
