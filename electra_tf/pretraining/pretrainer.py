@@ -83,6 +83,13 @@ class ElectraPretrainer(keras.Model):
         self({"input_ids": ids, "input_mask": tf.ones_like(ids),
               "segment_ids": tf.zeros_like(ids)}, training=False)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a strategy, Keras's `fit` first reduces a batch across replicas to build
+        # the model symbolically; MultiWorkerMirroredStrategy cannot reduce a dict batch.
+        # `build_all` has already created every variable and `build_model` the optimizer's.
+        if not self.built:
+            super()._maybe_symbolic_build(iterator, data_batch)
+
     def call(self, inputs, training=None):
         """The full forward pass; returns every tensor the losses and metrics need."""
         cfg = self.config
@@ -149,7 +156,7 @@ class ElectraPretrainer(keras.Model):
                 (tf.constant(0), [tf.zeros_like(v) for v in variables]),
                 parallel_iterations=1)
         self.optimizer.apply(gradients, variables)
-        return {m.name: m.result() for m in self.metrics}
+        return self._logs()
 
     def _micro_step(self, data, variables, loss_scale):
         """Gradients of `loss_scale` x the batch's loss; updates the metrics."""
@@ -165,7 +172,8 @@ class ElectraPretrainer(keras.Model):
 
     def test_step(self, data):
         outputs = self(data, training=False)
-        return self._update_metrics(outputs, *self.compute_losses(outputs))
+        self._update_metrics(outputs, *self.compute_losses(outputs))
+        return self._logs()
 
     def _update_metrics(self, outputs, total, mlm, disc):
         self.loss_tracker.update_state(total)
@@ -181,7 +189,14 @@ class ElectraPretrainer(keras.Model):
         disc_correct = tf.cast(tf.equal(tf.cast(probs > 0.5, tf.int32), labels), tf.float32)
         self.disc_accuracy.update_state(disc_correct, sample_weight=mask)
         self.replaced_fraction.update_state(tf.cast(labels, tf.float32), sample_weight=mask)
-        return {m.name: m.result() for m in self.metrics}
+
+    def _logs(self):
+        logs = {m.name: m.result() for m in self.metrics}
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3 reduces multi-worker logs along axis 0, which scalars lack
+            # (tensorflow#72388): give them one; the reduction removes it.
+            logs = {k: tf.reshape(v, [1]) for k, v in logs.items()}
+        return logs
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}

@@ -1,0 +1,130 @@
+"""Distributed pretraining: MirroredStrategy over 2 logical CPUs and MultiWorkerMirrored with
+2 worker processes train exactly like one device with the same global batch.
+
+Every run happens in its own process (tests/distributed_run.py): logical devices and the
+multi-worker runtime must be set up before TensorFlow initialises. Runs compare final
+weights AND Adam's moment slots: Adam's update hardly depends on the gradient's scale, its
+first moment does, so a wrong division by the number of replicas shows there.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT
+
+HELPER = str(ROOT / "tests" / "distributed_run.py")
+
+
+@pytest.fixture(scope="module")
+def one_file_shards(tmp_path_factory, vocab_path, small_corpus):
+    """One shard file: with fewer files than workers, tf.data shards by element (DATA),
+    and each worker gets its half of every global batch, as one device would see it."""
+    from electra_tf.data import build_pretraining_data as builder
+
+    out = tmp_path_factory.mktemp("one_shard")
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=64)
+    corpus = ",".join(small_corpus.split(",")[:2])
+    manifest = builder.build_pretraining_data(corpus, str(out), options, num_shards=1,
+                                              show_progress=False)
+    return manifest["file_pattern"]
+
+
+def pretrain(strategy, data, vocab, model_dir, env=None, **overrides):
+    return subprocess.Popen(
+        [sys.executable, HELPER, strategy, data, vocab, str(model_dir), json.dumps(overrides)],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finished(*processes):
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+    return outputs[0]
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def results(model_dir):
+    with open(os.path.join(model_dir, "pretrain_results.json")) as f:
+        return json.load(f)
+
+
+def checkpoint_values(model_dir):
+    reader = tf.train.load_checkpoint(results(model_dir)["checkpoint"])
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def assert_same_training(run_dir, reference_dir):
+    ran, reference = results(run_dir), results(reference_dir)
+    assert ran["step"] == reference["step"] == 3
+    np.testing.assert_allclose(ran["train_history"]["loss"],
+                               reference["train_history"]["loss"], rtol=1e-4)
+    values, expected = checkpoint_values(run_dir), checkpoint_values(reference_dir)
+    assert values.keys() == expected.keys()
+    # Whole-group differences relative to the group's norm. Per tensor they would be
+    # noise: weights whose gradient is ~0 in exact arithmetic (attention key biases) take
+    # +-lr Adam steps on the sign of rounding noise. Measured: ~4e-3 for the slots and
+    # ~3e-4 for the weights; a factor-2 loss-scaling error gives ~1 in the slots.
+    for group, tolerance in (("optimizer/_variables/", 2e-2),
+                             ("optimizer/_trainable_variables/", 2e-3)):
+        names = [name for name in values if name.startswith(group)]
+        assert len(names) > 70
+        difference = np.sqrt(sum(np.sum((values[n] - expected[n]).astype(np.float64) ** 2)
+                                 for n in names))
+        norm = np.sqrt(sum(np.sum(expected[n].astype(np.float64) ** 2) for n in names))
+        print(f"{group}: relative difference {difference / norm:.2e}")
+        assert difference / norm < tolerance, group
+
+
+@pytest.mark.parametrize("clip_norm", [1.0, 0.0])
+def test_mirrored_matches_one_device(tmp_path, one_file_shards, vocab_path, clip_norm):
+    """clip_norm 1.0 (active from the first step) checks clipping after the cross-replica
+    sum; 0.0 checks the loss scaling Adam's slots would otherwise hide behind clipping."""
+    finished(pretrain("cpu", one_file_shards, vocab_path, tmp_path / "one",
+                      clip_norm=clip_norm))
+    finished(pretrain("mirrored", one_file_shards, vocab_path, tmp_path / "mirrored",
+                      clip_norm=clip_norm))
+    assert results(tmp_path / "mirrored")["replicas"] == 2
+    assert_same_training(tmp_path / "mirrored", tmp_path / "one")
+
+
+def test_multi_worker_matches_one_device_and_resumes_on_one_device(
+        tmp_path, one_file_shards, vocab_path):
+    ports = free_ports(2)
+    workers = [f"localhost:{port}" for port in ports]
+    processes = [
+        pretrain("multi_worker", one_file_shards, vocab_path, tmp_path / "workers", env={
+            "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
+                                     "task": {"type": "worker", "index": index}})})
+        for index in range(2)]
+    finished(*processes)
+    finished(pretrain("cpu", one_file_shards, vocab_path, tmp_path / "one"))
+    assert results(tmp_path / "workers")["replicas"] == 2
+    assert_same_training(tmp_path / "workers", tmp_path / "one")
+    # Only the chief's checkpoints remain; the other worker's scratch copy is gone.
+    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints")) == sorted(
+        ["checkpoint"] + [f"ckpt-{s}.{e}" for s in (1, 2, 3)
+                          for e in ("index", "data-00000-of-00001")])
+
+    # The multi-worker checkpoint resumes under another strategy.
+    output = finished(pretrain("cpu", one_file_shards, vocab_path, tmp_path / "workers",
+                               train_steps=5))
+    assert "at step 3" in output
+    assert results(tmp_path / "workers")["step"] == 5
