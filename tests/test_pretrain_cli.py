@@ -97,6 +97,39 @@ def test_sigkill_loses_only_steps_since_the_last_checkpoint(tmp_path, shards, vo
     assert steps_of(model_dir)[-1] == saved[-1] + 5
 
 
+def test_sigterm_saves_the_current_step_and_the_rerun_resumes_there(tmp_path, shards,
+                                                                    vocab_path):
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretraining.run import build_model
+    from electra_tf.training.checkpointing import make_checkpoint
+
+    model_dir = str(tmp_path / "run")
+    args = ["--data", shards[0], "--vocab", vocab_path, "--model_dir", model_dir,
+            "--max_seq_length", "64", "--checkpoint_every", "7", *TINY]
+    process = pretrain(*args, "--train_steps", "100000", wait=False)
+    deadline = time.time() + 240
+    while time.time() < deadline and not steps_of(model_dir):
+        time.sleep(0.2)
+    time.sleep(1.0)  # a few steps past the regular checkpoint
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 143, output[-3000:]
+    assert "Traceback" not in output
+    stopped_at = int(output.split("Stopped by SIGTERM at step ")[1].split(";")[0])
+    assert steps_of(model_dir)[-1] == stopped_at and stopped_at % 7 != 0
+
+    config = ElectraConfig.load(os.path.join(model_dir, "config.json"))
+    model, optimizer = build_model(config)
+    for step in steps_of(model_dir):  # every checkpoint restores whole, optimizer included
+        make_checkpoint(model, optimizer).restore(os.path.join(
+            model_dir, "checkpoints", f"ckpt-{step}")).assert_existing_objects_matched()
+        assert int(optimizer.iterations.numpy()) == step
+
+    resumed = pretrain(*args, "--train_steps", str(stopped_at + 3))
+    assert f"at step {stopped_at}" in resumed.stdout
+    assert steps_of(model_dir)[-1] == stopped_at + 3
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--corpus", "/nonexistent/*.txt"], "matches no file"),
     (["--corpus", "{corpus}", "--max_seq_length", "1024"], "max_position_embeddings"),

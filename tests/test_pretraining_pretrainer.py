@@ -98,3 +98,28 @@ def test_it_learns(shards):
     assert max(history["disc_auc"]) > before["disc_auc"] + 0.15
     assert after["disc_auc"] > before["disc_auc"] + 0.03
     assert after["disc_loss"] < before["disc_loss"] and after["mlm_loss"] < before["mlm_loss"]
+
+
+def test_gradient_accumulation_matches_the_large_batch_step():
+    """4 micro-batches of 2 give the gradient of one batch of 8 (full-length sequences, so
+    every example has as many predictions and tokens and the means weigh them alike).
+    Adam's first moment after the step is the gradient x 0.1: compared, it shows scale."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 1500, (8, 64)).astype(np.int32)
+    batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
+             "segment_ids": np.zeros_like(ids),
+             "noise": rng.random((8, ElectraPretrainer(tiny()).noise_width), np.float32)}
+    moments, losses = [], []
+    for steps in (1, 4):
+        keras.utils.set_random_seed(3)
+        cfg = tiny(batch_size=8, dropout=0.0, clip_norm=0.0, grad_accum_steps=steps)
+        model = ElectraPretrainer(cfg)
+        model.build_all()
+        model.compile(optimizer=create_pretraining_optimizer(cfg, model))
+        history = model.fit(tf.data.Dataset.from_tensors(batch), verbose=0).history
+        losses.append(history["loss"][0])
+        moments.append(np.concatenate([m.numpy().ravel() for m in model.optimizer._momentums]))
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    assert np.linalg.norm(moments[0]) > 0
+    difference = np.linalg.norm(moments[1] - moments[0]) / np.linalg.norm(moments[0])
+    assert difference < 1e-4
