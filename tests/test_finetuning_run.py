@@ -6,11 +6,13 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import DEMO, ROOT
 from electra_tf.config import ConfigError, ElectraConfig
-from electra_tf.finetuning import run
+from electra_tf.finetuning import models, run
+from electra_tf.training import runtime
 
 
 def head(path, n, out):
@@ -109,3 +111,30 @@ def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tm
     predictions = json.load(open(out / "predictions.json"))
     null_odds = json.load(open(out / "null_odds.json"))
     assert set(predictions) == set(null_odds) == {"a", "b", "c"}
+
+
+def test_bf16_fine_tuning_keeps_float32_outputs_and_multi_worker_is_refused(
+        pretrained_dir, tmp_path):
+    from electra_tf.training.runtime import RuntimeOptions
+
+    train = head(str(DEMO / "sentiment" / "train.jsonl"), 64, tmp_path / "train.jsonl")
+    dev = head(str(DEMO / "sentiment" / "dev.jsonl"), 32, tmp_path / "dev.jsonl")
+    cfg = run.FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
+                             epochs=1)
+    results = run.finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "bf16"),
+                           runtime=RuntimeOptions(mixed_precision="bf16"))
+    assert 0.0 <= results["summary"]["accuracy"]["median"] <= 1.0
+
+    config = ElectraConfig.load(os.path.join(pretrained_dir, "config.json"))
+    with runtime.precision("bf16"):
+        encoder = run.load_encoder(None, config, 0.1)
+        model = models.build_task_model("classification", encoder, 2)
+    ids = np.full((2, 8), 5, np.int32)
+    logits = model({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                    "input_type_ids": np.zeros_like(ids)})
+    assert encoder.transformer_layers[0].compute_dtype == "bfloat16"
+    assert encoder.transformer_layers[0].variable_dtype == "float32"
+    assert logits.dtype == "float32"
+    with pytest.raises(ConfigError, match="mirrored"):
+        run.finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "mw"),
+                     runtime=RuntimeOptions(strategy="multi_worker"))

@@ -14,8 +14,9 @@ class _TaskModel(keras.Model):
         self.encoder = encoder
         self.head_outputs = head_outputs
         self.dropout = keras.layers.Dropout(dropout)
+        # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
         self.head = keras.layers.Dense(
-            head_outputs, name="task_head",
+            head_outputs, name="task_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
 
 
@@ -50,7 +51,7 @@ class SpanQuestionAnswerer(_TaskModel):
     def __init__(self, encoder, dropout=0.1, initializer_range=0.02, **kwargs):
         super().__init__(encoder, 2, dropout, initializer_range, **kwargs)
         self.answerable_head = keras.layers.Dense(
-            1, name="answerable_head",
+            1, name="answerable_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
 
     def call(self, inputs, training=None):

@@ -29,7 +29,9 @@ from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.text.tokenizer import make_tokenizer
 from electra_tf.training.checkpointing import restore_discriminator
+from electra_tf.training import runtime as runtime_lib
 from electra_tf.training.optimization import create_optimizer, layerwise_lr_multipliers
+from electra_tf.training.runtime import RuntimeOptions
 
 
 @dataclasses.dataclass
@@ -244,12 +246,19 @@ class _EvaluateAndKeepBest(keras.callbacks.Callback):
 
 
 def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_file: str,
-             model_dir: str, random_init: bool = False) -> dict:
+             model_dir: str, random_init: bool = False,
+             runtime: Optional[RuntimeOptions] = None, strategy=None) -> dict:
     """Runs `cfg.num_trials` fine-tuning trials; returns and writes eval_results.json.
 
     `random_init` keeps the pretrained run's architecture and vocab but not its weights:
-    the no-pretraining baseline.
+    the no-pretraining baseline. `strategy` defaults to the one `runtime` names;
+    `cfg.batch_size` is the global batch.
     """
+    runtime = (runtime or RuntimeOptions()).validated()
+    if runtime.strategy == "multi_worker":
+        raise ConfigError("Fine-tuning runs on one machine: use --strategy mirrored (all "
+                          "local GPUs) or tpu; multi_worker is for pretraining.")
+    strategy = strategy or runtime_lib.create_strategy(runtime)
     task = tasks.get_task(cfg.task)
     if not init_checkpoint:
         raise ConfigError("--init_checkpoint is required (a pretraining run directory).")
@@ -300,9 +309,11 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
     trials = []
     for trial in range(cfg.num_trials):
         print(f"Trial {trial + 1}/{cfg.num_trials} (seed {cfg.seed + trial})")
-        trials.append(_run_trial(cfg, task, data, None if random_init else pretrained,
-                                 encoder_config, labels,
-                                 os.path.join(model_dir, f"trial_{trial}"), cfg.seed + trial))
+        with strategy.scope():
+            trials.append(_run_trial(cfg, task, data, None if random_init else pretrained,
+                                     encoder_config, labels,
+                                     os.path.join(model_dir, f"trial_{trial}"),
+                                     cfg.seed + trial, runtime))
     best_trial = max(range(len(trials)),
                      key=lambda t: trials[t]["scores"][task.main_metric])
     records = trials[best_trial]["records"]
@@ -322,12 +333,13 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
     return results
 
 
-def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, seed):
+def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, seed, runtime):
     keras.utils.set_random_seed(seed)
-    encoder = load_encoder(pretrained, encoder_config, cfg.dropout)
-    model = models.build_task_model(task.kind, encoder, len(labels), cfg.dropout,
-                                    encoder_config.initializer_range)
-    model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
+    with runtime_lib.precision(runtime.mixed_precision):
+        encoder = load_encoder(pretrained, encoder_config, cfg.dropout)
+        model = models.build_task_model(task.kind, encoder, len(labels), cfg.dropout,
+                                        encoder_config.initializer_range)
+        model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     multipliers = layerwise_lr_multipliers(encoder, model.trainable_variables,
                                            cfg.layerwise_decay,
@@ -346,7 +358,8 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, s
         loss_weights = None
         loss = (keras.losses.MeanSquaredError() if task.kind == "regression"
                 else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights)
+    model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
+                  loss=loss, loss_weights=loss_weights, jit_compile=runtime.jit_compile)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
                                          os.path.join(trial_dir, "best"), max_to_keep=1)
     keeper = _EvaluateAndKeepBest(data, manager, cfg.batch_size)
