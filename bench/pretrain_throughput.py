@@ -1,15 +1,22 @@
 r"""Training throughput of ElectraPretrainer against a plain keras-hub RTD step, same run.
 
-  python bench/pretrain_throughput.py --preset small --batch_size 32 --seq_length 128
+  python bench/pretrain_throughput.py --preset small --batch_sizes 32,128 --seq_length 128
 
-Both sides train ELECTRA-Small-shaped towers on the same random token batches, fp32, no XLA.
-The baseline is written the straightforward way: keras-hub `ElectraBackbone` generator and
+Both sides train ELECTRA-Small-shaped towers on the same random token batches. The
+baseline is written the straightforward way: keras-hub `ElectraBackbone` generator and
 discriminator, the generator's vocabulary projection at every position, a `tf.GradientTape`
-step with Keras AdamW. Reported: median tokens/s over `--steps` steps after `--warmup`
-steps, and our speed as a ratio of the baseline's.
+step with Keras AdamW, fp32, no XLA. Ours runs in each of `--precisions`.
+
+Reported per batch size: median tokens/s over `--steps` steps after `--warmup` steps, our
+speed as a ratio of the baseline's, and model-FLOPs utilisation: the step's training FLOPs
+(`electra_tf.pretraining.flops`, counted like the official flops_computation.py) per
+second over this machine's matmul peak, measured here in the same run for fp32 and bf16.
+Then the peak resident memory of a fresh process training ours at the largest batch.
 """
 
+import resource
 import statistics
+import subprocess
 import sys
 import time
 import pathlib
@@ -23,13 +30,18 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from electra_tf.config import ElectraConfig  # noqa: E402
-from electra_tf.pretraining.masking import mask_tokens  # noqa: E402
+from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
 from electra_tf.pretraining import objectives  # noqa: E402
+from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
 from electra_tf.pretraining.run import build_model  # noqa: E402
+from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "small", "Model preset.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
+flags.DEFINE_list("batch_sizes", ["32", "128"], "Sequences per step, one run each.")
+flags.DEFINE_list("precisions", ["none", "bf16"], "Our mixed precision settings to time.")
+flags.DEFINE_bool("memory_only", False, "Internal: train ours at --batch_sizes[0] and print "
+                  "the process's peak RSS.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps first (tracing, allocation).")
@@ -55,8 +67,8 @@ def time_steps(step, batch, warmup, steps):
     return statistics.median(durations)
 
 
-def ours(cfg):
-    model, _ = build_model(cfg)
+def ours(cfg, mixed_precision="none"):
+    model, _ = build_model(cfg, RuntimeOptions(mixed_precision=mixed_precision))
     model.make_train_function()
     train_function = model.train_function
 
@@ -84,15 +96,19 @@ def keras_hub_baseline(cfg):
                                        global_clipnorm=1.0)
     seed = keras.random.SeedGenerator(0)
     positions_all = tf.range(cfg.max_seq_length)[None]
+    width = noise_width(cfg.max_seq_length, cfg.max_predictions_per_seq)
 
     @tf.function
     def train_step(batch):
         ids, mask, segments = batch["input_ids"], batch["input_mask"], batch["segment_ids"]
+        scores, keep, draws = split_noise(keras.random.uniform([ids.shape[0], width], seed=seed),
+                                          ids.shape[1], cfg.max_predictions_per_seq)
         masked = mask_tokens(ids, mask, mask_prob=cfg.mask_prob,
                              max_predictions=cfg.max_predictions_per_seq,
                              mask_token_id=cfg.mask_token_id,
                              special_token_ids=(0, cfg.cls_token_id, cfg.sep_token_id,
-                                                cfg.mask_token_id), seed=seed)
+                                                cfg.mask_token_id),
+                             position_scores=scores, keep_draws=keep)
         with tf.GradientTape() as tape:
             gen = generator({"token_ids": masked["masked_ids"], "segment_ids": segments,
                              "padding_mask": mask}, training=True)["sequence_output"]
@@ -100,7 +116,7 @@ def keras_hub_baseline(cfg):
             logits = mlm_head(gen, mask_positions=every_position)  # all positions, like HF
             gathered = tf.gather(logits, masked["positions"], batch_dims=1)
             mlm = objectives.mlm_loss(gathered, masked["labels"], masked["weights"])
-            sampled = objectives.gumbel_sample(gathered, seed=seed)
+            sampled = objectives.sample_tokens(gathered, draws)
             corrupted, labels = objectives.replace_tokens(ids, masked["positions"], sampled,
                                                           masked["weights"])
             disc = discriminator({"token_ids": corrupted, "segment_ids": segments,
@@ -118,23 +134,69 @@ def keras_hub_baseline(cfg):
     return step
 
 
-def main(argv):
-    del argv
+def matmul_peak(dtype, size=2048, repeats=10):
+    """Measured FLOP/s of chained large square matmuls (the ceiling for utilisation)."""
+    a = tf.cast(tf.random.normal([size, size]), dtype)
+    b = tf.cast(tf.random.normal([size, size]) / size ** 0.5, dtype)
+
+    @tf.function
+    def multiply():
+        out = a
+        for _ in range(repeats):  # each depends on the last: none can be merged or skipped
+            out = tf.linalg.matmul(out, b)
+        return tf.reduce_sum(tf.cast(out[:1, :1], tf.float32))
+
+    seconds = time_steps(lambda _: float(multiply()), None, 2, 5)
+    return 2 * size ** 3 * repeats / seconds
+
+
+def config_for(batch_size):
     special = dict(pad_token_id=0, unk_token_id=100, cls_token_id=101, sep_token_id=102,
                    mask_token_id=103)
-    cfg = ElectraConfig.preset(FLAGS.preset, vocab_size=FLAGS.vocab_size,
-                               max_seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
-                               **special)
-    batch = random_batch(cfg, FLAGS.batch_size, FLAGS.seq_length)
-    tokens = FLAGS.batch_size * FLAGS.seq_length
-    results = {}
-    for name, make in (("keras-hub baseline", keras_hub_baseline), ("electra_tf", ours)):
-        seconds = time_steps(make(cfg), batch, FLAGS.warmup, FLAGS.steps)
-        results[name] = tokens / seconds
-        print(f"{name:>20}: {seconds * 1000:8.1f} ms/step  {results[name]:8.0f} tokens/s")
-    ratio = results["electra_tf"] / results["keras-hub baseline"]
-    print(f"{FLAGS.preset} {FLAGS.batch_size}x{FLAGS.seq_length} fp32: electra_tf is "
-          f"{ratio:.2f}x the keras-hub baseline")
+    return ElectraConfig.preset(FLAGS.preset, vocab_size=FLAGS.vocab_size,
+                                max_seq_length=FLAGS.seq_length, batch_size=batch_size,
+                                **special)
+
+
+def main(argv):
+    del argv
+    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
+    if FLAGS.memory_only:
+        cfg = config_for(batch_sizes[0])
+        time_steps(ours(cfg, FLAGS.precisions[0]), random_batch(cfg, batch_sizes[0],
+                                                                FLAGS.seq_length), 1, 2)
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+        return
+    peaks = {"none": matmul_peak(tf.float32), "bf16": matmul_peak(tf.bfloat16)}
+    peaks["fp16"] = peaks["none"]  # no fp16 matmul units on CPUs
+    print(f"matmul peak: fp32 {peaks['none'] / 1e9:.0f} GFLOP/s, "
+          f"bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s")
+    for batch_size in batch_sizes:
+        cfg = config_for(batch_size)
+        batch = random_batch(cfg, batch_size, FLAGS.seq_length)
+        tokens = batch_size * FLAGS.seq_length
+        # Real work: lookups compute nothing; a matmul's backward is two matmuls.
+        step_flops = training_flops_per_step(cfg, batch_size, sparse_embedding=True,
+                                             backward_multiplier=2)
+        runs = [("keras-hub baseline", "none", lambda: keras_hub_baseline(cfg))] + [
+            (f"electra_tf {p}", p, lambda p=p: ours(cfg, p)) for p in FLAGS.precisions]
+        speeds = {}
+        print(f"\n{FLAGS.preset} {batch_size}x{FLAGS.seq_length} "
+              f"({step_flops / 1e9:.0f} GFLOP per step)")
+        for name, precision, make in runs:
+            seconds = time_steps(make(), batch, FLAGS.warmup, FLAGS.steps)
+            speeds[name] = tokens / seconds
+            utilisation = step_flops / seconds / peaks[precision]
+            ratio = speeds[name] / speeds["keras-hub baseline"]
+            print(f"{name:>20}: {seconds * 1000:8.1f} ms/step {speeds[name]:8.0f} tokens/s "
+                  f"MFU {utilisation:6.1%}  {ratio:5.2f}x baseline")
+    memory = subprocess.run(
+        [sys.executable, __file__, "--memory_only", f"--preset={FLAGS.preset}",
+         f"--batch_sizes={max(batch_sizes)}", f"--seq_length={FLAGS.seq_length}",
+         f"--precisions={FLAGS.precisions[0]}"],
+        capture_output=True, text=True, check=True).stdout.split()[-1]
+    print(f"\npeak RSS, electra_tf {FLAGS.precisions[0]} at {max(batch_sizes)}x"
+          f"{FLAGS.seq_length} (fresh process): {int(memory) / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -52,9 +52,14 @@ class ElectraPretrainer(keras.Model):
         self.generator_head = keras_hub.layers.MaskedLMHead(
             token_embedding=self.generator.embeddings.token_embedding,
             intermediate_activation="gelu", layer_norm_epsilon=config.layer_norm_epsilon,
-            kernel_initializer=initializer, name="generator_predictions")
+            kernel_initializer=initializer, name="generator_predictions",
+            # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
+            # fails; a float32 head works (the vocabulary matmul stays in the tied
+            # embedding's precision) and keeps the MLM softmax in float32.
+            dtype="float32")
         self.discriminator_head = DiscriminatorHead(
-            config.hidden_size, config.initializer_range, name="discriminator_predictions")
+            config.hidden_size, config.initializer_range, name="discriminator_predictions",
+            dtype="float32")
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
         self.noise_width = noise_width(config.max_seq_length, config.max_predictions_per_seq)
         self.special_token_ids = (config.pad_token_id, config.cls_token_id,
