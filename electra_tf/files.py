@@ -7,8 +7,12 @@ import shutil
 
 
 def write_text(path: str, text: str) -> None:
-    """Writes `text` to `path.tmp`, then renames it over `path`."""
-    tmp = f"{path}.tmp"
+    """Writes `text` to a temporary file beside `path`, then renames it over `path`.
+
+    The temporary name is unique to the process: workers of one multi-worker run write
+    the same config into the same run directory at the same time.
+    """
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
