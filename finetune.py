@@ -15,7 +15,6 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.finetuning import run, tasks
-from electra_tf.training import runtime
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("init_checkpoint", None, "Pretraining run directory (or a checkpoint "
@@ -45,14 +44,12 @@ cli.define_runtime_flags()
 
 def main(argv):
     del argv
-    options = cli.runtime_options()
-    strategy = None if options.strategy == "multi_worker" else runtime.create_strategy(options)
     if not FLAGS.tfds_name and not (FLAGS.train_file and FLAGS.eval_file):
         raise tasks.TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
                                   "--data_dir) for a prepared TensorFlow Datasets dataset.")
     cfg = run.FinetuneConfig(**cli.dataclass_overrides(run.FinetuneConfig))
     results = run.finetune(cfg, FLAGS.init_checkpoint, FLAGS.train_file, FLAGS.eval_file,
-                           FLAGS.model_dir, FLAGS.random_init, options, strategy)
+                           FLAGS.model_dir, FLAGS.random_init, cli.runtime_options())
     print(f"\n{results['task']}: " + ", ".join(
         f"{k} {v['median']:.4f} (median of {len(results['trials'])}, spread "
         f"{v['min']:.4f}-{v['max']:.4f})" for k, v in results["summary"].items()))

@@ -168,9 +168,8 @@ class ElectraPretrainer(keras.Model):
         with tf.GradientTape() as tape:
             outputs = self(data, training=True)
             total, mlm, disc = self.compute_losses(outputs)
-            scaled = total * loss_scale
-            if hasattr(self.optimizer, "scale_loss"):  # fp16 loss scaling
-                scaled = self.optimizer.scale_loss(scaled)
+            # Identity except under fp16's LossScaleOptimizer.
+            scaled = self.optimizer.scale_loss(total * loss_scale)
         gradients = tape.gradient(scaled, variables)
         self._update_metrics(outputs, total, mlm, disc)
         return gradients

@@ -154,9 +154,9 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             f"batch_size={config.batch_size} (the global batch) must split evenly over "
             f"{replicas} replicas x grad_accum_steps={config.grad_accum_steps}.")
     chief = runtime_lib.is_chief(strategy)
-    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
-    if not chief:
-        checkpoint_dir = os.path.join(checkpoint_dir, f".worker_{runtime_lib.worker_id(strategy)}")
+    run_checkpoints = os.path.join(model_dir, CHECKPOINT_DIR)
+    checkpoint_dir = run_checkpoints if chief else os.path.join(
+        run_checkpoints, f".worker_{runtime_lib.worker_id(strategy)}")
 
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
@@ -164,7 +164,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         checkpoint = checkpointing.make_checkpoint(model, optimizer)
         manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                              max_to_keep=config.keep_checkpoints)
-        restore_from = tf.train.latest_checkpoint(os.path.join(model_dir, CHECKPOINT_DIR))
+        restore_from = tf.train.latest_checkpoint(run_checkpoints)
         if restore_from:
             if "optimizer" in checkpointing.saved_objects(restore_from):
                 checkpoint.restore(restore_from).assert_existing_objects_matched()
@@ -216,8 +216,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                # The metrics of each fit epoch (one epoch = checkpoint_every steps).
                "train_history": {k: [round(float(x), 6) for x in v]
                                  for k, v in history.items()},
-               "checkpoint": tf.train.latest_checkpoint(
-                   os.path.join(model_dir, CHECKPOINT_DIR))}
+               "checkpoint": tf.train.latest_checkpoint(run_checkpoints)}
     _remove_scratch(chief, checkpoint_dir)
     if chief:
         files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
