@@ -3,6 +3,7 @@ r"""Pretrains ELECTRA (replaced token detection) on raw text or prebuilt TFRecor
 Examples:
   python pretrain.py --corpus 'my/texts/*.txt' --model_dir runs/x --preset small
   python pretrain.py --data 'shards/*.tfrecord*' --vocab vocab.txt --model_dir runs/x
+  python pretrain.py --data ... --objective mlm --train_flops 1e16 --model_dir runs/bert
 Re-running the same command resumes from the last checkpoint. Every ElectraConfig field
 is a flag (defaults come from --preset); see `python pretrain.py --helpfull`.
 """
@@ -26,13 +27,23 @@ flags.DEFINE_enum("preset", "small", list(PRESETS), "Model size and recipe.")
 flags.DEFINE_integer("num_shards", 4, "Shards to build from --corpus.")
 flags.DEFINE_integer("num_processes", 1, "Processes building shards from --corpus.")
 flags.DEFINE_integer("eval_batches", 20, "Batches for the final evaluation.")
+flags.DEFINE_float("train_flops", None, "Training FLOPs budget (forward + backward, counted "
+                   "like the official flops_computation.py): sets --train_steps to the most "
+                   "steps that fit, so objectives and sizes compare at equal compute.")
 
 _DERIVED = {"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id", "mask_token_id"}
 _HELP = {
     "vocab_size": "Vocab size to learn from --corpus (a given --vocab sets its own size).",
     "generator_size": "Generator width as a fraction of the discriminator's.",
-    "tie_embeddings": "all: generator and discriminator share the embedding block; none: "
-                      "the generator has its own (official untied_generator_embeddings).",
+    "tie_embeddings": "all: generator and discriminator share the embedding block; token: "
+                      "only the word embeddings; none: the generator has its own (official "
+                      "untied_generator_embeddings).",
+    "objective": "electra (replaced token detection); mlm (BERT, dynamic masking, no "
+                 "generator); electra_15 (discriminator loss on masked positions only); "
+                 "replace_mlm (MLM on generator-replaced positions); all_tokens_mlm (MLM on "
+                 "every token with a copy mechanism). Paper section 3.2 / Table 5.",
+    "generator": "transformer (a small MLM trained jointly) or uniform (replacements drawn "
+                 "uniformly from the vocab, nothing learned).",
     "disc_weight": "Weight of the discriminator loss (paper: 50).",
     "temperature": "Temperature of the generator's sampling.",
     "adam_bias_correction": "Use Adam bias correction (the official code has none).",
@@ -59,7 +70,7 @@ def main(argv):
         model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
         vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
         num_processes=FLAGS.num_processes)
-    config, file_pattern = run.prepare_run(config, inputs)
+    config, file_pattern = run.prepare_run(config, inputs, FLAGS.train_flops)
     try:
         results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
                             runtime=options, strategy=strategy)

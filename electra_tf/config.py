@@ -19,7 +19,14 @@ from electra_tf import files
 # checkpoints: extending or shortening training, and how often it is saved or logged.
 RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints",
                               "grad_accum_steps"})
-TIE_EMBEDDINGS = ("all", "none")
+TIE_EMBEDDINGS = ("all", "token", "none")
+# Pretraining objectives (paper section 3.2 / Table 5); see electra_tf.pretraining.objectives.
+OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
+# Objectives whose kept encoder is trained by replaced token detection (a discriminator head).
+RTD_OBJECTIVES = ("electra", "electra_15")
+# "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
+# (the official `uniform_generator` ablation: nothing to learn).
+GENERATORS = ("transformer", "uniform")
 
 
 class ConfigError(ValueError):
@@ -48,9 +55,12 @@ class ElectraConfig:
     layer_norm_epsilon: float = 1e-12
     generator_size: float = 0.25
     # "all": generator and discriminator share the whole embedding block (the paper's
-    # default); "none": the generator has its own block, as wide as its hidden layers (the
-    # official `untied_generator_embeddings`).
+    # default); "token": they share the word embeddings only, each tower has its own
+    # position/segment embeddings and LayerNorm; "none": the generator has its own block,
+    # as wide as its hidden layers (the official `untied_generator_embeddings`).
     tie_embeddings: str = "all"
+    objective: str = "electra"
+    generator: str = "transformer"
     # Tokenization the vocab was built with (saved so downstream tools tokenize alike).
     lower_case: bool = True
     strip_accents: bool = True
@@ -96,6 +106,11 @@ class ElectraConfig:
         return max(1, int(round(self.num_heads * self.generator_size)))
 
     @property
+    def has_learned_generator(self) -> bool:
+        """Whether a generator tower exists and trains (not for `mlm`, nor `uniform`)."""
+        return self.objective != "mlm" and self.generator == "transformer"
+
+    @property
     def max_predictions_per_seq(self) -> int:
         # Same formula as the official configure_pretraining.py (19 at 128 tokens, p=0.15).
         return int((self.mask_prob + 0.005) * self.max_seq_length)
@@ -137,6 +152,15 @@ class ElectraConfig:
         if self.tie_embeddings not in TIE_EMBEDDINGS:
             raise ConfigError(f"tie_embeddings={self.tie_embeddings!r}; choose one of "
                               f"{', '.join(TIE_EMBEDDINGS)}.")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"objective={self.objective!r}; choose one of "
+                              f"{', '.join(OBJECTIVES)}.")
+        if self.generator not in GENERATORS:
+            raise ConfigError(f"generator={self.generator!r}; choose one of "
+                              f"{', '.join(GENERATORS)}.")
+        if self.objective == "mlm" and self.generator != "transformer":
+            raise ConfigError("objective='mlm' has no generator: drop --generator (it "
+                              "applies to electra, electra_15, replace_mlm, all_tokens_mlm).")
         if self.grad_accum_steps < 1 or self.batch_size % self.grad_accum_steps:
             raise ConfigError(f"batch_size={self.batch_size} must be a multiple of "
                               f"grad_accum_steps={self.grad_accum_steps} (>= 1).")

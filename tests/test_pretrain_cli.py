@@ -159,3 +159,39 @@ def test_model_dir_with_a_different_config_is_refused(tmp_path, shards, vocab_pa
     result = pretrain(*common, "--train_steps", "2", "--hidden_size", "32", check=False)
     assert result.returncode == 2
     assert "different config (hidden_size: run has 64, requested 32)" in result.stderr
+
+
+def test_a_flops_budget_sets_the_steps_and_the_run_records_its_flops(tmp_path, shards,
+                                                                       vocab_path):
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.layers.encoder import ElectraEncoder
+    from electra_tf.pretraining.flops import training_flops_per_step
+    from electra_tf.training.checkpointing import restore_discriminator
+
+    model_dir = str(tmp_path / "bert")
+    vocab_size = len(open(vocab_path).read().split())
+    config = ElectraConfig.preset("tiny", batch_size=8, objective="mlm", vocab_size=vocab_size)
+    per_step = training_flops_per_step(config)
+    result = pretrain("--data", shards[0], "--vocab", vocab_path, "--model_dir", model_dir,
+                      "--objective", "mlm", "--train_flops", str(7.5 * per_step), *TINY)
+    assert "encoder MLM accuracy" in result.stdout and "discriminator AUC" not in result.stdout
+    results = json.load(open(os.path.join(model_dir, "pretrain_results.json")))
+    assert results["step"] == 7 and results["objective"] == "mlm"
+    assert results["train_flops"] == 7 * per_step == 7 * results["flops_per_step"]
+    logged = {}
+    for path in glob.glob(os.path.join(model_dir, "logs", "train", "events.out.tfevents*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == "train_flops":
+                    logged[event.step] = float(tf.make_ndarray(value.tensor))
+    assert logged[7] == pytest.approx(7 * per_step, rel=1e-6)
+    assert logged[3] == pytest.approx(3 * per_step, rel=1e-6)
+    # Whatever the objective, the run's encoder is the checkpoint's `discriminator`.
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.load(
+        os.path.join(model_dir, "config.json")))
+    ids = np.full((1, 8), 7, np.int32)
+    encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids)})
+    restore_discriminator(encoder, results["checkpoint"])

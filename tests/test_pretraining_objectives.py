@@ -60,3 +60,33 @@ def test_mlm_loss_averages_over_used_slots():
     expected = (np.log1p(np.exp(-2.0)) + np.log(2.0)) / 2
     np.testing.assert_allclose(objectives.mlm_loss(logits, labels, weights), expected,
                                rtol=1e-5)
+
+
+def test_chosen_positions_mask_marks_used_slots_only():
+    positions = tf.constant([[3, 1, 0], [2, 0, 0]])
+    weights = tf.constant([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # unused slots point at 0
+    mask = objectives.chosen_positions_mask(positions, weights, 5)
+    assert mask.numpy().tolist() == [[0, 1, 0, 1, 0], [0, 0, 1, 0, 0]]
+
+
+def test_copy_mlm_loss_mixes_copying_the_input_and_the_softmax():
+    logits = tf.constant([[[1.0, 0.0, -1.0], [0.5, 0.5, 2.0], [0.0, 0.0, 0.0]]])
+    copy_logits = tf.constant([[0.3, -1.2, 4.0]])
+    input_ids = tf.constant([[0, 1, 2]])  # what the model read
+    labels = tf.constant([[0, 2, 1]])  # the originals: token 0 was kept, token 1 replaced
+    weights = tf.constant([[1.0, 1.0, 0.0]])  # the third is padding
+    softmax = np.exp(logits.numpy()[0]) / np.exp(logits.numpy()[0]).sum(-1, keepdims=True)
+    gate = 1 / (1 + np.exp(-copy_logits.numpy()[0]))
+    kept = gate[0] * 1.0 + (1 - gate[0]) * softmax[0, 0]  # copying is right here
+    replaced = (1 - gate[1]) * softmax[1, 2]  # copying the input would be wrong
+    expected = -(np.log(kept) + np.log(replaced)) / 2
+    loss = objectives.copy_mlm_loss(logits, copy_logits, input_ids, labels, weights)
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+
+
+def test_copy_mlm_loss_is_stable_for_confident_gates():
+    logits = tf.constant([[[50.0, -50.0]]])
+    for copy_logit, label in ((80.0, 0), (-80.0, 1), (80.0, 1)):
+        loss = objectives.copy_mlm_loss(logits, tf.constant([[copy_logit]]), tf.constant([[0]]),
+                                        tf.constant([[label]]), tf.constant([[1.0]]))
+        assert np.isfinite(loss.numpy())

@@ -64,10 +64,11 @@ def test_total_loss_is_mlm_plus_fifty_times_disc(model, shards):
     pattern, _ = shards
     batch = next(iter(pretraining_dataset(pattern, 4, 64, seed=0)))
     outputs = model(batch, training=False)
-    total, mlm, disc = model.compute_losses(outputs)
-    np.testing.assert_allclose(total, mlm + 50.0 * disc, rtol=1e-6)
+    losses = model.compute_losses(outputs)
+    np.testing.assert_allclose(losses["loss"], losses["mlm_loss"] + 50.0 * losses["disc_loss"],
+                               rtol=1e-6)
     # Replaced tokens are a subset of the masked positions, and only real tokens.
-    labels = outputs["disc_labels"].numpy()
+    labels = outputs["replaced"].numpy()
     assert labels.sum() <= outputs["mlm_weights"].numpy().sum()
     assert np.all(labels[batch["input_mask"].numpy() == 0] == 0)
 

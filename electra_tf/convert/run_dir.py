@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import ConfigError
+from electra_tf.config import RTD_OBJECTIVES, ConfigError
 from electra_tf.convert import official, official_names
 from electra_tf.pretraining import run as pretraining_run
 from electra_tf.training.checkpointing import make_checkpoint, saved_objects
@@ -26,6 +26,13 @@ def build_pretrainer(config):
     model = ElectraPretrainer(config)
     model.build_all()
     return model
+
+
+def _official_layout(config) -> bool:
+    """Whether the official/HF formats describe this run's generator and heads: an RTD
+    objective with a learned generator sharing all embeddings or none."""
+    return (config.objective in RTD_OBJECTIVES and config.generator == "transformer"
+            and config.tie_embeddings in ("all", "none"))
 
 
 def _checkpoint(model, with_generator: bool, with_head: bool) -> tf.train.Checkpoint:
@@ -88,6 +95,9 @@ def load_run(path: str):
     with_generator = "generator" in saved.get("model", ())
     parts = {"generator": with_generator,
              "discriminator_head": with_generator or DISCRIMINATOR_HEAD_KEY in saved}
+    if not _official_layout(pretrained.config):
+        # The other formats cannot hold this run's generator or heads: the encoder alone.
+        parts = {"generator": False, "discriminator_head": False}
     status = _checkpoint(model, with_generator, parts["discriminator_head"]).restore(
         pretrained.checkpoint)
     status.assert_existing_objects_matched().expect_partial()

@@ -12,6 +12,12 @@ class ElectraEmbeddings(keras.layers.Layer):
     embeddings); the word matrix is also the generator's (transposed) output layer, through
     `token_embedding(x, reverse=True)`.
 
+    Args:
+        token_embedding: optional existing `ReversibleEmbedding` (e.g. another block's
+            `token_embedding`) to use as this block's word embeddings: the generator of
+            `tie_embeddings="token"` shares only the word matrix with the discriminator.
+            Not part of `get_config`.
+
     Call arguments:
         token_ids: int [batch, seq].
         segment_ids: int [batch, seq].
@@ -25,7 +31,7 @@ class ElectraEmbeddings(keras.layers.Layer):
 
     def __init__(self, vocab_size, embedding_size, max_position_embeddings=512,
                  type_vocab_size=2, dropout=0.1, initializer_range=0.02,
-                 layer_norm_epsilon=1e-12, **kwargs):
+                 layer_norm_epsilon=1e-12, token_embedding=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -35,7 +41,7 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.token_embedding = keras_hub.layers.ReversibleEmbedding(
+        self.token_embedding = token_embedding or keras_hub.layers.ReversibleEmbedding(
             vocab_size, embedding_size, tie_weights=True,
             embeddings_initializer=initializer, dtype=self.dtype_policy,
             name="word_embeddings")
@@ -50,14 +56,16 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     @classmethod
-    def from_electra_config(cls, config, embedding_size=None):
+    def from_electra_config(cls, config, embedding_size=None, token_embedding=None):
         """The block of `config` (`embedding_size` overrides the config's width)."""
         return cls(config.vocab_size, embedding_size or config.embedding_size,
                    config.max_position_embeddings, config.type_vocab_size, config.dropout,
-                   config.initializer_range, config.layer_norm_epsilon, name="embeddings")
+                   config.initializer_range, config.layer_norm_epsilon,
+                   token_embedding=token_embedding, name="embeddings")
 
     def build(self, token_ids_shape, segment_ids_shape=None):
-        self.token_embedding.build(token_ids_shape)
+        if not self.token_embedding.built:  # a shared one already has its variables
+            self.token_embedding.build(token_ids_shape)
         self.position_embedding.build(tuple(token_ids_shape) + (self.embedding_size,))
         self.segment_embedding.build(token_ids_shape)
         self.layer_norm.build(tuple(token_ids_shape) + (self.embedding_size,))

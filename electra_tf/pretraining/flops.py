@@ -6,11 +6,18 @@ Conventions (the paper's, so runs compare with its Table 1 / Figure 3): a matmul
 count as dense one-hot matmuls (2 x embedding x vocab per token) unless `sparse_embedding`.
 The generator's output layer runs on `max_predictions / seq_length` of the tokens.
 
+Each objective counts what it computes: `mlm` has no generator and an MLM head (at the
+masked positions) on the kept encoder instead of the discriminator head; `replace_mlm`
+adds that head to the generator; `all_tokens_mlm` runs it at every position, plus the
+copy gate; a `uniform` generator costs nothing.
+
 For hardware utilisation use `sparse_embedding=True` and `backward_multiplier=2` instead:
 a lookup computes nothing, and a matmul's backward pass is two matmuls.
 """
 
-from electra_tf.config import ElectraConfig
+import math
+
+from electra_tf.config import RTD_OBJECTIVES, ConfigError, ElectraConfig
 
 # FLOPs per activation of the small element-wise ops (official constants).
 DROPOUT = 4  # random number, compare, mask, rescale
@@ -50,24 +57,38 @@ def _rtd_head_flops_per_token(hidden):
     return 2 * hidden * hidden + hidden + GELU * hidden + 2 * hidden
 
 
+def _copy_gate_flops_per_token(hidden):
+    return 2 * hidden + 1 + SOFTMAX  # dense(1), its bias, the sigmoid
+
+
 def forward_flops_per_sequence(config: ElectraConfig, sparse_embedding=False) -> dict:
-    """{"generator": ..., "discriminator": ...} forward FLOPs for one sequence."""
-    seq, vocab = config.max_seq_length, config.vocab_size
+    """{"generator": ..., "discriminator": ...} forward FLOPs for one sequence
+    ("discriminator" is the kept encoder and its pretraining head, whatever the objective)."""
+    seq, vocab, embedding = config.max_seq_length, config.vocab_size, config.embedding_size
     output_fraction = config.max_predictions_per_seq / seq
     disc_hidden, gen_hidden = config.hidden_size, config.generator_hidden_size
-    gen_embedding = (config.embedding_size if config.tie_embeddings == "all"
-                     else gen_hidden)
+    if config.objective in RTD_OBJECTIVES:
+        head = _rtd_head_flops_per_token(disc_hidden)
+    elif config.objective == "all_tokens_mlm":
+        head = (_mlm_head_flops_per_token(embedding, disc_hidden, vocab)
+                + _copy_gate_flops_per_token(disc_hidden))
+    else:
+        head = output_fraction * _mlm_head_flops_per_token(embedding, disc_hidden, vocab)
     discriminator = seq * (
         config.num_layers * _block_flops_per_token(
             disc_hidden, config.intermediate_size, config.num_heads, seq)
-        + _embedding_flops_per_token(config.embedding_size, disc_hidden, vocab, seq,
-                                     sparse_embedding)
-        + _rtd_head_flops_per_token(disc_hidden))
-    generator = seq * (
-        config.num_layers * _block_flops_per_token(
-            gen_hidden, config.generator_intermediate_size, config.generator_num_heads, seq)
-        + _embedding_flops_per_token(gen_embedding, gen_hidden, vocab, seq, sparse_embedding)
-        + output_fraction * _mlm_head_flops_per_token(gen_embedding, gen_hidden, vocab))
+        + _embedding_flops_per_token(embedding, disc_hidden, vocab, seq, sparse_embedding)
+        + head)
+    generator = 0.0
+    if config.has_learned_generator:
+        gen_embedding = embedding if config.tie_embeddings in ("all", "token") else gen_hidden
+        generator = seq * (
+            config.num_layers * _block_flops_per_token(
+                gen_hidden, config.generator_intermediate_size, config.generator_num_heads,
+                seq)
+            + _embedding_flops_per_token(gen_embedding, gen_hidden, vocab, seq,
+                                         sparse_embedding)
+            + output_fraction * _mlm_head_flops_per_token(gen_embedding, gen_hidden, vocab))
     return {"generator": generator, "discriminator": discriminator}
 
 
@@ -76,3 +97,14 @@ def training_flops_per_step(config: ElectraConfig, batch_size=None, sparse_embed
     """FLOPs of one optimizer step (forward + backward) at `batch_size` (default: config's)."""
     forward = sum(forward_flops_per_sequence(config, sparse_embedding).values())
     return (1 + backward_multiplier) * forward * (batch_size or config.batch_size)
+
+
+def steps_for_budget(config: ElectraConfig, train_flops: float) -> int:
+    """The most optimizer steps whose training FLOPs (this module's convention) fit in
+    `train_flops`; raises ConfigError when not even one does."""
+    per_step = training_flops_per_step(config)
+    steps = math.floor(train_flops / per_step)
+    if steps < 1:
+        raise ConfigError(f"train_flops={train_flops:.3g} is less than one step of this "
+                          f"model and batch ({per_step:.3g} FLOPs); raise the budget.")
+    return steps

@@ -1,4 +1,14 @@
-"""Losses and sampling of the replaced-token-detection objective (in float32)."""
+"""Losses and sampling of the pretraining objectives (in float32).
+
+The objectives of the paper's section 3.2 / Table 5 (`ElectraConfig.objective`):
+    electra         generator MLM + discriminator BCE over every real token;
+    electra_15      the same, but the BCE counts only the positions chosen for masking;
+    mlm             BERT: the kept encoder predicts the masked tokens (no generator);
+    replace_mlm     the chosen positions hold generator samples instead of `[MASK]`, and
+                    the kept encoder predicts the original tokens there;
+    all_tokens_mlm  like replace_mlm, but the kept encoder predicts every real token
+                    through a copy mechanism (`copy_mlm_loss`).
+"""
 
 import tensorflow as tf
 
@@ -45,12 +55,46 @@ def replace_tokens(input_ids, positions, sampled_ids, weights):
     return corrupted, tf.cast(tf.not_equal(corrupted, input_ids), tf.int32)
 
 
-def discriminator_loss(logits, labels, input_mask):
-    """Sigmoid cross-entropy averaged over every real (non-pad) token.
+def discriminator_loss(logits, labels, weights):
+    """Sigmoid cross-entropy averaged over the tokens where `weights` is 1.
 
-    logits: [batch, seq]; labels, input_mask: int [batch, seq].
+    `electra` weighs every real (non-pad) token (`weights` = input mask); `electra_15` only
+    the positions chosen for masking (`chosen_positions_mask`).
+    logits: [batch, seq]; labels, weights: int or float [batch, seq].
     """
-    mask = tf.cast(input_mask, tf.float32)
+    mask = tf.cast(weights, tf.float32)
     losses = tf.nn.sigmoid_cross_entropy_with_logits(
         labels=tf.cast(labels, tf.float32), logits=tf.cast(logits, tf.float32))
     return tf.reduce_sum(losses * mask) / (tf.reduce_sum(mask) + 1e-6)
+
+
+def chosen_positions_mask(positions, weights, seq_length):
+    """int32 [batch, seq]: 1 at the positions chosen for masking (used slots only).
+
+    positions: int [batch, n]; weights: float [batch, n] (1 for used slots).
+    """
+    zeros = tf.zeros([tf.shape(positions)[0], seq_length], tf.int32)
+    return scatter_at_positions(zeros, positions, tf.ones_like(positions, tf.int32),
+                                weights > 0)
+
+
+def copy_mlm_loss(logits, copy_logits, input_ids, labels, weights):
+    """All-Tokens MLM with the paper's copy mechanism: mean negative log-likelihood of
+
+        p(label_t) = D_t * [label_t == input_t] + (1 - D_t) * softmax(logits_t)[label_t],
+
+    D_t = sigmoid(copy_logits_t), over the tokens where `weights` is 1.
+
+    logits: [batch, seq, vocab]; copy_logits: [batch, seq]; input_ids (what the model
+    read), labels (the original ids): int [batch, seq]; weights: [batch, seq].
+    """
+    logits = tf.cast(logits, tf.float32)
+    copy_logits = tf.cast(copy_logits, tf.float32)
+    softmax_log_prob = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                       logits=logits)
+    generate = tf.math.log_sigmoid(-copy_logits) + softmax_log_prob  # log((1-D) p_softmax)
+    copy = tf.math.log_sigmoid(copy_logits)  # log D
+    log_prob = tf.where(tf.equal(labels, input_ids), tf.math.reduce_logsumexp(
+        tf.stack([generate, copy], -1), -1), generate)
+    weights = tf.cast(weights, tf.float32)
+    return -tf.reduce_sum(log_prob * weights) / (tf.reduce_sum(weights) + 1e-6)

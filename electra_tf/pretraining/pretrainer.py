@@ -1,10 +1,10 @@
-"""`ElectraPretrainer`: generator + discriminator trained by replaced token detection."""
+"""`ElectraPretrainer`: replaced token detection (and the paper's ablation objectives)."""
 
 import keras
 import keras_hub
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.config import RTD_OBJECTIVES, ElectraConfig
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -15,12 +15,21 @@ from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
 class ElectraPretrainer(keras.Model):
     """The ELECTRA pretraining model; `model.discriminator` is the encoder to keep.
 
-    A small MLM generator and the discriminator share one embedding block (unless
-    `config.tie_embeddings == "none"`); the generator's output layer is its word-embedding
-    matrix transposed plus its own bias (keras-hub's
-    `MaskedLMHead`, computed only at the masked positions). Each step masks fresh positions,
-    samples replacements from the generator and trains the discriminator to spot them:
+    With the default `config.objective == "electra"`: a small MLM generator and the
+    discriminator share one embedding block (`config.tie_embeddings`: "all"; "token" shares
+    only the word matrix; "none" nothing); the generator's output layer is its
+    word-embedding matrix transposed plus its own bias (keras-hub's `MaskedLMHead`,
+    computed only at the masked positions). Each step masks fresh positions, samples
+    replacements from the generator and trains the discriminator to spot them:
     loss = mlm_weight * MLM + disc_weight * BCE over all real tokens.
+
+    The paper's other objectives (`objectives` module docstring) change what the kept
+    encoder learns; whatever the objective, `model.discriminator` is that encoder:
+    `electra_15` weighs the BCE on the masked positions only; `mlm` drops the generator and
+    trains the encoder as BERT through a tied `mlm_head`; `replace_mlm` and
+    `all_tokens_mlm` feed it generator samples and train its `mlm_head` (plus a
+    `copy_gate` for all tokens) with weight 1. `config.generator == "uniform"` samples
+    replacements uniformly over the vocab instead of from a learned generator.
 
     Inputs (a dataset element): dict of `input_ids`, `input_mask`, `segment_ids`,
     int32 [batch, seq], and optionally `noise`, float32 [batch, noise_width] uniform draws
@@ -42,41 +51,61 @@ class ElectraPretrainer(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         self.discriminator = ElectraEncoder.from_electra_config(config)
-        generator_embeddings = self.discriminator.embeddings
-        if config.tie_embeddings == "none":
-            generator_embeddings = ElectraEmbeddings.from_electra_config(
-                config, embedding_size=config.generator_hidden_size)
-        self.generator = ElectraEncoder.from_electra_config(
-            config, generator=True, embeddings=generator_embeddings)
         initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-        self.generator_head = keras_hub.layers.MaskedLMHead(
-            token_embedding=self.generator.embeddings.token_embedding,
-            intermediate_activation="gelu", layer_norm_epsilon=config.layer_norm_epsilon,
-            kernel_initializer=initializer, name="generator_predictions",
-            # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
-            # fails; a float32 head works (the vocabulary matmul stays in the tied
-            # embedding's precision) and keeps the MLM softmax in float32.
-            dtype="float32")
-        self.discriminator_head = DiscriminatorHead(
-            config.hidden_size, config.initializer_range, name="discriminator_predictions",
-            dtype="float32")
+        self.generator = self.generator_head = None
+        if config.has_learned_generator:
+            self.generator = ElectraEncoder.from_electra_config(
+                config, generator=True, embeddings=self._generator_embeddings())
+            self.generator_head = _tied_mlm_head(self.generator, initializer,
+                                                 "generator_predictions")
+        self.discriminator_head = self.mlm_head = self.copy_gate = None
+        if config.objective in RTD_OBJECTIVES:
+            self.discriminator_head = DiscriminatorHead(
+                config.hidden_size, config.initializer_range,
+                name="discriminator_predictions", dtype="float32")
+        else:
+            self.mlm_head = _tied_mlm_head(self.discriminator, initializer, "mlm_predictions")
+        if config.objective == "all_tokens_mlm":
+            # The paper's copy mechanism: "a sigmoid layer" giving each token's probability
+            # of copying the input token.
+            self.copy_gate = keras.layers.Dense(1, kernel_initializer=initializer,
+                                                dtype="float32", name="copy_gate")
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
         self.noise_width = noise_width(config.max_seq_length, config.max_predictions_per_seq)
         self.special_token_ids = (config.pad_token_id, config.cls_token_id,
                                   config.sep_token_id, config.mask_token_id)
 
         self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
-        self.gen_accuracy = keras.metrics.Mean(name="gen_acc")
-        self.disc_auc = keras.metrics.AUC(name="disc_auc")
-        self.disc_accuracy = keras.metrics.Mean(name="disc_acc")
-        self.replaced_fraction = keras.metrics.Mean(name="replaced")
+        self._objective_metrics = [self.loss_tracker]
+        if self.generator is not None:
+            self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+            self.gen_accuracy = keras.metrics.Mean(name="gen_acc")
+            self._objective_metrics += [self.mlm_loss_tracker, self.gen_accuracy]
+        if self.discriminator_head is not None:
+            self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
+            self.disc_auc = keras.metrics.AUC(name="disc_auc")
+            self.disc_accuracy = keras.metrics.Mean(name="disc_acc")
+            self._objective_metrics += [self.disc_loss_tracker, self.disc_auc, self.disc_accuracy]
+        else:
+            self.main_loss_tracker = keras.metrics.Mean(name="main_loss")
+            self.main_accuracy = keras.metrics.Mean(name="main_acc")
+            self._objective_metrics += [self.main_loss_tracker, self.main_accuracy]
+        if config.objective != "mlm":
+            self.replaced_fraction = keras.metrics.Mean(name="replaced")
+            self._objective_metrics.append(self.replaced_fraction)
+
+    def _generator_embeddings(self):
+        cfg, shared = self.config, self.discriminator.embeddings
+        if cfg.tie_embeddings == "all":
+            return shared
+        if cfg.tie_embeddings == "token":
+            return ElectraEmbeddings.from_electra_config(
+                cfg, token_embedding=shared.token_embedding)
+        return ElectraEmbeddings.from_electra_config(cfg, cfg.generator_hidden_size)
 
     @property
     def metrics(self):
-        return [self.loss_tracker, self.mlm_loss_tracker, self.disc_loss_tracker,
-                self.gen_accuracy, self.disc_auc, self.disc_accuracy, self.replaced_fraction]
+        return list(self._objective_metrics)
 
     def build_all(self, seq_length=None):
         """Creates every variable by running one forward pass on a dummy batch."""
@@ -111,30 +140,74 @@ class ElectraPretrainer(keras.Model):
             max_predictions=cfg.max_predictions_per_seq, mask_token_id=cfg.mask_token_id,
             special_token_ids=self.special_token_ids, position_scores=position_scores,
             keep_draws=keep_draws)
+        positions, slot_weights = masked["positions"], masked["weights"]
+        outputs = {"input_ids": input_ids, "input_mask": input_mask,
+                   "mlm_labels": masked["labels"], "mlm_weights": slot_weights}
+        if cfg.objective == "mlm":
+            encoder_ids = masked["masked_ids"]
+        else:
+            mlm_logits = self._generator_logits(masked, input_mask, segment_ids, training)
+            sampled_ids = objectives.sample_tokens(mlm_logits, sample_draws, cfg.temperature)
+            encoder_ids, replaced = objectives.replace_tokens(
+                input_ids, positions, sampled_ids, slot_weights)
+            outputs.update(mlm_logits=mlm_logits, replaced=replaced)
+        outputs["encoder_ids"] = encoder_ids
+        sequence_output = self.discriminator(
+            {"input_word_ids": encoder_ids, "input_mask": input_mask,
+             "input_type_ids": segment_ids}, training=training)["sequence_output"]
+
+        if self.discriminator_head is not None:
+            outputs["disc_logits"] = self.discriminator_head(sequence_output)
+            outputs["disc_weights"] = (
+                input_mask if cfg.objective == "electra" else
+                objectives.chosen_positions_mask(positions, slot_weights, input_ids.shape[1]))
+        elif self.copy_gate is not None:
+            every_position = tf.broadcast_to(tf.range(tf.shape(input_ids)[1]),
+                                             tf.shape(input_ids))
+            outputs["main_logits"] = self.mlm_head(sequence_output,
+                                                   mask_positions=every_position)
+            outputs["copy_logits"] = tf.squeeze(self.copy_gate(sequence_output), -1)
+        else:
+            outputs["main_logits"] = self.mlm_head(sequence_output, mask_positions=positions)
+        return outputs
+
+    def _generator_logits(self, masked, input_mask, segment_ids, training):
+        """[batch, max_predictions, vocab] generator logits at the masked positions."""
+        if self.generator is None:  # uniform: equal logits, nothing to learn
+            cfg = self.config
+            return tf.zeros([tf.shape(masked["positions"])[0], cfg.max_predictions_per_seq,
+                             cfg.vocab_size])
         generator_outputs = self.generator(
             {"input_word_ids": masked["masked_ids"], "input_mask": input_mask,
              "input_type_ids": segment_ids}, training=training)
-        mlm_logits = self.generator_head(generator_outputs["sequence_output"],
-                                         mask_positions=masked["positions"])
-        sampled_ids = objectives.sample_tokens(mlm_logits, sample_draws, cfg.temperature)
-        corrupted_ids, replaced = objectives.replace_tokens(
-            input_ids, masked["positions"], sampled_ids, masked["weights"])
-        discriminator_outputs = self.discriminator(
-            {"input_word_ids": corrupted_ids, "input_mask": input_mask,
-             "input_type_ids": segment_ids}, training=training)
-        disc_logits = self.discriminator_head(discriminator_outputs["sequence_output"])
-        return {"mlm_logits": mlm_logits, "mlm_labels": masked["labels"],
-                "mlm_weights": masked["weights"], "disc_logits": disc_logits,
-                "disc_labels": replaced, "input_mask": input_mask}
+        return self.generator_head(generator_outputs["sequence_output"],
+                                   mask_positions=masked["positions"])
 
-    def compute_losses(self, outputs):
-        """(total, mlm, disc) scalar losses from `call`'s outputs."""
-        mlm = objectives.mlm_loss(outputs["mlm_logits"], outputs["mlm_labels"],
-                                  outputs["mlm_weights"])
-        disc = objectives.discriminator_loss(outputs["disc_logits"], outputs["disc_labels"],
-                                             outputs["input_mask"])
-        total = self.config.mlm_weight * mlm + self.config.disc_weight * disc
-        return total, mlm, disc
+    def compute_losses(self, outputs) -> dict:
+        """{"loss": total, and its parts: "mlm_loss" (the generator's), "disc_loss" or
+        "main_loss" (the kept encoder's)} as scalars, from `call`'s outputs."""
+        cfg = self.config
+        losses = {}
+        total = 0.0
+        if self.generator is not None:
+            losses["mlm_loss"] = objectives.mlm_loss(
+                outputs["mlm_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
+            total += cfg.mlm_weight * losses["mlm_loss"]
+        if self.discriminator_head is not None:
+            losses["disc_loss"] = objectives.discriminator_loss(
+                outputs["disc_logits"], outputs["replaced"], outputs["disc_weights"])
+            total += cfg.disc_weight * losses["disc_loss"]
+        elif self.copy_gate is not None:
+            losses["main_loss"] = objectives.copy_mlm_loss(
+                outputs["main_logits"], outputs["copy_logits"], outputs["encoder_ids"],
+                outputs["input_ids"], outputs["input_mask"])
+            total += losses["main_loss"]
+        else:
+            losses["main_loss"] = objectives.mlm_loss(
+                outputs["main_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
+            total += losses["main_loss"]
+        losses["loss"] = total
+        return losses
 
     def train_step(self, data):
         variables = self.trainable_variables
@@ -167,32 +240,43 @@ class ElectraPretrainer(keras.Model):
         """Gradients of `loss_scale` x the batch's loss; updates the metrics."""
         with tf.GradientTape() as tape:
             outputs = self(data, training=True)
-            total, mlm, disc = self.compute_losses(outputs)
+            losses = self.compute_losses(outputs)
             # Identity except under fp16's LossScaleOptimizer.
-            scaled = self.optimizer.scale_loss(total * loss_scale)
+            scaled = self.optimizer.scale_loss(losses["loss"] * loss_scale)
         gradients = tape.gradient(scaled, variables)
-        self._update_metrics(outputs, total, mlm, disc)
+        self._update_metrics(outputs, losses)
         return gradients
 
     def test_step(self, data):
         outputs = self(data, training=False)
-        self._update_metrics(outputs, *self.compute_losses(outputs))
+        self._update_metrics(outputs, self.compute_losses(outputs))
         return self._logs()
 
-    def _update_metrics(self, outputs, total, mlm, disc):
-        self.loss_tracker.update_state(total)
-        self.mlm_loss_tracker.update_state(mlm)
-        self.disc_loss_tracker.update_state(disc)
-        predicted = tf.argmax(outputs["mlm_logits"], -1, output_type=tf.int32)
-        correct = tf.cast(tf.equal(predicted, outputs["mlm_labels"]), tf.float32)
-        self.gen_accuracy.update_state(correct, sample_weight=outputs["mlm_weights"])
+    def _update_metrics(self, outputs, losses):
+        self.loss_tracker.update_state(losses["loss"])
+        if self.generator is not None:
+            self.mlm_loss_tracker.update_state(losses["mlm_loss"])
+            self.gen_accuracy.update_state(*_accuracy(
+                outputs["mlm_logits"], outputs["mlm_labels"], outputs["mlm_weights"]))
         mask = tf.cast(outputs["input_mask"], tf.float32)
-        labels = outputs["disc_labels"]
-        probs = tf.sigmoid(tf.cast(outputs["disc_logits"], tf.float32))
-        self.disc_auc.update_state(labels, probs, sample_weight=mask)
-        disc_correct = tf.cast(tf.equal(tf.cast(probs > 0.5, tf.int32), labels), tf.float32)
-        self.disc_accuracy.update_state(disc_correct, sample_weight=mask)
-        self.replaced_fraction.update_state(tf.cast(labels, tf.float32), sample_weight=mask)
+        if self.discriminator_head is not None:
+            self.disc_loss_tracker.update_state(losses["disc_loss"])
+            labels, weights = outputs["replaced"], tf.cast(outputs["disc_weights"], tf.float32)
+            probs = tf.sigmoid(tf.cast(outputs["disc_logits"], tf.float32))
+            self.disc_auc.update_state(labels, probs, sample_weight=weights)
+            disc_correct = tf.cast(tf.equal(tf.cast(probs > 0.5, tf.int32), labels),
+                                   tf.float32)
+            self.disc_accuracy.update_state(disc_correct, sample_weight=weights)
+        else:
+            self.main_loss_tracker.update_state(losses["main_loss"])
+            if self.copy_gate is not None:  # scored on every token; argmax of the softmax
+                scored = (outputs["main_logits"], outputs["input_ids"], mask)
+            else:
+                scored = (outputs["main_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
+            self.main_accuracy.update_state(*_accuracy(*scored))
+        if "replaced" in outputs:
+            self.replaced_fraction.update_state(tf.cast(outputs["replaced"], tf.float32),
+                                                sample_weight=mask)
 
     def _logs(self):
         logs = {m.name: m.result() for m in self.metrics}
@@ -208,3 +292,22 @@ class ElectraPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(ElectraConfig.from_dict(config["config"]), name=config.get("name"))
+
+
+def _tied_mlm_head(encoder, initializer, name):
+    """keras-hub's `MaskedLMHead` whose output layer is `encoder`'s word matrix transposed
+    (plus its own bias): dense(embedding, GELU) -> LayerNorm -> logits."""
+    return keras_hub.layers.MaskedLMHead(
+        token_embedding=encoder.embeddings.token_embedding, intermediate_activation="gelu",
+        layer_norm_epsilon=encoder.layer_norm_epsilon, kernel_initializer=initializer,
+        name=name,
+        # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
+        # fails; a float32 head works (the vocabulary matmul stays in the tied embedding's
+        # precision) and keeps the MLM softmax in float32.
+        dtype="float32")
+
+
+def _accuracy(logits, labels, weights):
+    """(per-slot correctness, weights) of the argmax prediction, for a `Mean` metric."""
+    predicted = tf.argmax(logits, -1, output_type=tf.int32)
+    return tf.cast(tf.equal(predicted, labels), tf.float32), weights

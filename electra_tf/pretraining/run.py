@@ -8,7 +8,7 @@ Run directory layout:
     pretrain_data/     TFRecord shards built from --corpus (absent with --data)
     checkpoints/       tf.train.CheckpointManager checkpoints (ckpt-<step>)
     logs/              TensorBoard
-    pretrain_results.json   final metrics
+    pretrain_results.json   final metrics and training FLOPs
 """
 
 import dataclasses
@@ -20,11 +20,13 @@ import time
 from typing import Optional
 
 import keras
+import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
+from electra_tf.pretraining import flops
 from electra_tf.text import build_vocab as vocab_cli
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.training import checkpointing
@@ -52,8 +54,13 @@ class RunInputs:
     num_processes: int = 1
 
 
-def prepare_run(config: ElectraConfig, inputs: RunInputs) -> tuple:
-    """Creates/validates the run directory; returns (final config, TFRecord file pattern)."""
+def prepare_run(config: ElectraConfig, inputs: RunInputs,
+                train_flops: Optional[float] = None) -> tuple:
+    """Creates/validates the run directory; returns (final config, TFRecord file pattern).
+
+    `train_flops` replaces `config.train_steps` by the most steps that fit in that many
+    training FLOPs (`flops.steps_for_budget`; known once the vocab size is).
+    """
     if not (inputs.corpus or inputs.data):
         raise ConfigError("Give the text to pretrain on: --corpus 'texts/*.txt' (raw text) "
                           "or --data 'shards/*.tfrecord' (built with "
@@ -77,6 +84,8 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs) -> tuple:
     else:
         raise ConfigError("--data needs the vocab its shards were built with: pass --vocab.")
     config = config.replace(vocab_size=len(tokens), **vocab_lib.special_token_ids(tokens))
+    if train_flops:
+        config = config.replace(train_steps=flops.steps_for_budget(config, train_flops))
 
     if saved is not None:
         differences = saved.differences(config)
@@ -144,8 +153,6 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
     directory that is removed). SIGTERM saves a checkpoint and raises
     `checkpointing.Preempted`.
     """
-    import tensorflow as tf
-
     runtime = (runtime or RuntimeOptions()).validated()
     strategy = strategy or runtime_lib.create_strategy(runtime)
     replicas = strategy.num_replicas_in_sync
@@ -154,6 +161,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             f"batch_size={config.batch_size} (the global batch) must split evenly over "
             f"{replicas} replicas x grad_accum_steps={config.grad_accum_steps}.")
     chief = runtime_lib.is_chief(strategy)
+    flops_per_step = flops.training_flops_per_step(config)
     run_checkpoints = os.path.join(model_dir, CHECKPOINT_DIR)
     checkpoint_dir = run_checkpoints if chief else os.path.join(
         run_checkpoints, f".worker_{runtime_lib.worker_id(strategy)}")
@@ -187,8 +195,11 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                      checkpointing.CheckpointEvery(manager, config.checkpoint_every),
                      preemption]
         if chief:
-            callbacks.append(keras.callbacks.TensorBoard(
-                os.path.join(model_dir, "logs"), update_freq=max(1, steps_per_epoch // 10)))
+            log_every = max(1, steps_per_epoch // 10)
+            callbacks += [keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"),
+                                                      update_freq=log_every),
+                          LogTrainFlops(os.path.join(model_dir, "logs", "train"),
+                                        flops_per_step, log_every)]
         started = time.time()
         history = model.fit(
             dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
@@ -209,7 +220,12 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
     eval_data = pretraining_dataset(file_pattern, training=False, seed=config.seed,
                                     **data_options).repeat()
     metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
-    results = {"step": int(optimizer.iterations.numpy()),
+    step = int(optimizer.iterations.numpy())
+    results = {"step": step,
+               "objective": config.objective,
+               # Forward + backward, counted like the official flops_computation.py.
+               "train_flops": step * flops_per_step,
+               "flops_per_step": flops_per_step,
                "eval": {k: round(float(v), 4) for k, v in metrics.items()},
                "train_tokens_per_second": tokens_per_second and round(tokens_per_second, 1),
                "replicas": replicas,
@@ -244,12 +260,36 @@ def _restore_weights_only(model, checkpoint_path: str) -> None:
     model.set_weights(twin.get_weights())
 
 
+class LogTrainFlops(keras.callbacks.Callback):
+    """Writes the training FLOPs done so far (`train_flops`) to TensorBoard, by step, so
+    runs of different objectives or sizes can be compared at equal compute."""
+
+    def __init__(self, log_dir: str, flops_per_step: float, every: int):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(log_dir)
+        self.flops_per_step, self.every = flops_per_step, every
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every == 0:
+            with self.writer.as_default():
+                tf.summary.scalar("train_flops", step * self.flops_per_step, step=step)
+
+    def on_train_end(self, logs=None):
+        self.writer.flush()
+
+
+_SUMMARY_METRICS = (("loss", "loss"), ("gen_acc", "generator accuracy"),
+                    ("disc_auc", "discriminator AUC"), ("disc_acc", "discriminator accuracy"),
+                    ("main_acc", "encoder MLM accuracy"))
+
+
 def print_summary(model_dir: str, results: dict) -> None:
     evals = results["eval"]
     print(f"\nRun directory: {os.path.abspath(model_dir)}", file=sys.stdout)
-    print(f"Step {results['step']}: loss {evals['loss']:.3f}, generator accuracy "
-          f"{evals['gen_acc']:.3f}, discriminator AUC {evals['disc_auc']:.3f}, "
-          f"discriminator accuracy {evals['disc_acc']:.3f}")
+    print(f"Step {results['step']} ({results['objective']}, {results['train_flops']:.3g} "
+          "training FLOPs): " + ", ".join(f"{name} {evals[key]:.3f}"
+                                          for key, name in _SUMMARY_METRICS if key in evals))
     if results["train_tokens_per_second"]:
         print(f"Training speed: {results['train_tokens_per_second']:.0f} tokens/s")
     print(f"Latest checkpoint: {results['checkpoint']}")
