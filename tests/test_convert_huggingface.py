@@ -158,3 +158,34 @@ def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, 
     name = "electra/encoder/layer_1/intermediate/dense/kernel"
     change = np.abs(trained[name] - original[name]).max()
     assert 0 < change < 5e-3, change
+
+
+@pytest.mark.parametrize("ablation", [dict(objective="mlm"), dict(objective="replace_mlm"),
+                                      dict(tie_embeddings="token")])
+def test_runs_of_other_objectives_publish_their_encoder_alone(tmp_path, ablation):
+    """The official/HF formats have no place for an MLM-trained encoder's head, a
+    token-only tied generator or a copy gate: the encoder (what users keep) is written."""
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.text import vocab as vocab_lib
+    from electra_tf.training.checkpointing import make_checkpoint
+
+    run = tmp_path / "run"
+    fx.write_vocab(run)
+    config = ElectraConfig.preset("tiny", vocab_size=len(fx.VOCAB), max_position_embeddings=64,
+                                  **vocab_lib.special_token_ids(fx.VOCAB), **ablation)
+    config.save(str(run / "config.json"))
+    model = run_dir.build_pretrainer(config)
+    tf.train.CheckpointManager(make_checkpoint(model), str(run / "checkpoints"), 1).save(0)
+
+    assert api.to_huggingface(str(run), str(tmp_path / "hf")) == [str(tmp_path / "hf")]
+    hf = transformers.ElectraModel.from_pretrained(str(tmp_path / "hf")).eval()
+    ids, mask, segments = fx.batch()
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(ids, dtype=torch.long),
+                    attention_mask=torch.tensor(mask, dtype=torch.long),
+                    token_type_ids=torch.tensor(segments, dtype=torch.long)).last_hidden_state
+    ours = model.discriminator({"input_word_ids": ids, "input_mask": mask,
+                                "input_type_ids": segments}, training=False)
+    np.testing.assert_allclose(ours["sequence_output"].numpy(), theirs.numpy(), atol=1e-4)
