@@ -33,6 +33,12 @@ class ConfigError(ValueError):
     """A config value, or a pair of configs, that cannot be used; the message says the fix."""
 
 
+def check_choice(name: str, value, choices) -> None:
+    """Raises ConfigError naming `name`, its bad `value` and the allowed `choices`."""
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}; choose one of {', '.join(choices)}.")
+
+
 @dataclasses.dataclass
 class ElectraConfig:
     """Architecture of the discriminator/generator pair and the pretraining recipe.
@@ -149,15 +155,9 @@ class ElectraConfig:
             raise ConfigError(f"mask_prob={self.mask_prob} must be in (0, 1).")
         if not 0.0 < self.generator_size <= 1.0:
             raise ConfigError(f"generator_size={self.generator_size} must be in (0, 1].")
-        if self.tie_embeddings not in TIE_EMBEDDINGS:
-            raise ConfigError(f"tie_embeddings={self.tie_embeddings!r}; choose one of "
-                              f"{', '.join(TIE_EMBEDDINGS)}.")
-        if self.objective not in OBJECTIVES:
-            raise ConfigError(f"objective={self.objective!r}; choose one of "
-                              f"{', '.join(OBJECTIVES)}.")
-        if self.generator not in GENERATORS:
-            raise ConfigError(f"generator={self.generator!r}; choose one of "
-                              f"{', '.join(GENERATORS)}.")
+        check_choice("tie_embeddings", self.tie_embeddings, TIE_EMBEDDINGS)
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_choice("generator", self.generator, GENERATORS)
         if self.objective == "mlm" and self.generator != "transformer":
             raise ConfigError("objective='mlm' has no generator: drop --generator (it "
                               "applies to electra, electra_15, replace_mlm, all_tokens_mlm).")

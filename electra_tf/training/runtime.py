@@ -18,7 +18,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from electra_tf.config import ConfigError
+from electra_tf.config import ConfigError, check_choice
 
 STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -37,12 +37,8 @@ class RuntimeOptions:
     jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
 
     def validated(self) -> "RuntimeOptions":
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"--strategy={self.strategy!r}; choose one of "
-                              f"{', '.join(STRATEGIES)}.")
-        if self.mixed_precision not in PRECISIONS:
-            raise ConfigError(f"--mixed_precision={self.mixed_precision!r}; choose one of "
-                              f"{', '.join(PRECISIONS)}.")
+        check_choice("--strategy", self.strategy, STRATEGIES)
+        check_choice("--mixed_precision", self.mixed_precision, PRECISIONS)
         return self
 
 
