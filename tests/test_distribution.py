@@ -74,8 +74,13 @@ def checkpoint_values(model_dir):
 def assert_same_training(run_dir, reference_dir):
     ran, reference = results(run_dir), results(reference_dir)
     assert ran["step"] == reference["step"] == 3
+    # Step losses: two one-device runs of the same command already differ by up to 3e-4
+    # (relative) at step 0 on an AVX2 (AMD EPYC) machine, from threaded float reductions;
+    # a strategy's loss is also the mean of per-replica means. The weight and Adam-slot
+    # checks below are the sharp ones (a replica-scaling error moves the slots by ~1).
+    print("losses", ran["train_history"]["loss"], reference["train_history"]["loss"])
     np.testing.assert_allclose(ran["train_history"]["loss"],
-                               reference["train_history"]["loss"], rtol=1e-4)
+                               reference["train_history"]["loss"], rtol=1e-3)
     values, expected = checkpoint_values(run_dir), checkpoint_values(reference_dir)
     assert values.keys() == expected.keys()
     # Whole-group differences relative to the group's norm. Per tensor they would be
