@@ -49,7 +49,7 @@ flags.DEFINE_string("output_dir", "runs/compute_matched", "Where runs and result
 flags.DEFINE_list("objectives", ["electra", "mlm"], f"Objectives to compare: {OBJECTIVES}.")
 flags.DEFINE_float("budget_flops", 6e13, "Pretraining budget per objective, in training "
                    "FLOPs (official convention). The default is 660 ELECTRA steps of "
-                   "32 x 128 with the default model and vocab (855 MLM steps).")
+                   "32 x 128 with the default model and vocab (831 MLM steps).")
 flags.DEFINE_list("budget_points", ["0.5", "1"], "Fractions of the budget (multiples of 1/4) "
                   "at which each run's encoder is fine-tuned.")
 flags.DEFINE_integer("seeds", 3, "Fine-tuning seeds per point.")
