@@ -16,7 +16,7 @@ $(VENV)/.runtime: requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt requirements-beam.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 

@@ -33,6 +33,7 @@ from electra_tf.text.sentences import split_sentences
 MANIFEST = "manifest.json"
 SHARD_PATTERN = "pretrain_data.tfrecord-{:05d}-of-{:05d}"
 _SENTENCES_PER_BATCH = 256
+_END_OF_FILE = object()  # follows the last sentence of each file in the token stream
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,11 +53,13 @@ def file_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
-    """Yields (path, token ids) per sentence and (path, None) at each document end."""
+def _tokenized_stream(paths, options: BuildOptions, vocab_tokens: list,
+                      stats: corpus.DecodeStats, open_binary=None):
+    """Yields (path, token ids) per sentence, (path, None) at each document end and
+    (path, _END_OF_FILE) after each file."""
     from electra_tf.text.tokenizer import make_tokenizer, tokenize_to_lists
 
-    tokenizer = make_tokenizer(options.vocab_path, options.lower_case, options.strip_accents)
+    tokenizer = make_tokenizer(vocab_tokens, options.lower_case, options.strip_accents)
     pending = []  # sentences (str) or None (document end), in corpus order
 
     def flush(path):
@@ -67,7 +70,7 @@ def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
         pending.clear()
 
     for path in paths:
-        for line in corpus.read_lines(path, stats):
+        for line in corpus.read_lines(path, stats, open_binary):
             if not line.strip():
                 pending.append(None)
             elif options.split_sentences:
@@ -78,10 +81,33 @@ def _tokenized_stream(paths, options: BuildOptions, stats: corpus.DecodeStats):
                 yield from flush(path)
         pending.append(None)  # a file end is a document end
         yield from flush(path)
-        yield path, "end_of_file"
+        yield path, _END_OF_FILE
 
 
-def _serialize(example) -> bytes:
+def packed_examples(paths, options: BuildOptions, vocab_tokens: list, rng_key: int,
+                    stats: corpus.DecodeStats, open_binary=None):
+    """Packs the sentences of `paths`, in order, with one builder and one RNG.
+
+    The RNG is seeded by `options.seed` and `rng_key` (the worker's index), so a file
+    set packed under the same key gives the same examples in any process or runner.
+    Yields (path, PackedExample) and, after each file, (path, None).
+    """
+    from electra_tf.data.packing import ExampleBuilder
+
+    ids = vocab_lib.special_token_ids(vocab_tokens)
+    rng = random.Random(options.seed * 1_000_003 + rng_key)
+    builder = ExampleBuilder(options.max_seq_length, ids["cls_token_id"],
+                             ids["sep_token_id"], ids["pad_token_id"], rng)
+    for path, item in _tokenized_stream(paths, options, vocab_tokens, stats, open_binary):
+        if item is _END_OF_FILE:
+            yield path, None
+            continue
+        example = builder.end_document() if item is None else builder.add_sentence(item)
+        if example is not None:
+            yield path, example
+
+
+def serialize_example(example) -> bytes:
     import tensorflow as tf
 
     def feature(values):
@@ -98,33 +124,25 @@ def _run_worker(worker, num_workers, files, output_dir, num_shards, options, pro
     """Packs `files[worker::num_workers]` into shards `worker::num_workers`."""
     import tensorflow as tf
 
-    from electra_tf.data.packing import ExampleBuilder
-
-    tokens = vocab_lib.load_vocab(options.vocab_path)
-    ids = vocab_lib.special_token_ids(tokens)
-    rng = random.Random(options.seed * 1_000_003 + worker)
-    builder = ExampleBuilder(options.max_seq_length, ids["cls_token_id"],
-                             ids["sep_token_id"], ids["pad_token_id"], rng)
     shard_indices = list(range(worker, num_shards, num_workers))
     finals = [os.path.join(output_dir, SHARD_PATTERN.format(i, num_shards))
               for i in shard_indices]
     temps = [f"{path}.tmp-{os.getpid()}" for path in finals]
     writers = [tf.io.TFRecordWriter(path) for path in temps]
     stats = corpus.DecodeStats()
-    my_files = files[worker::num_workers]
     written = real_tokens = 0
     try:
-        for path, item in _tokenized_stream(my_files, options, stats):
-            if isinstance(item, str):  # end of file
+        for path, example in packed_examples(files[worker::num_workers], options,
+                                             vocab_lib.load_vocab(options.vocab_path),
+                                             worker, stats):
+            if example is None:  # end of file
                 progress.put((os.path.getsize(path), 0))
                 continue
-            example = builder.end_document() if item is None else builder.add_sentence(item)
-            if example is not None:
-                writers[written % len(writers)].write(_serialize(example))
-                written += 1
-                real_tokens += sum(example.input_mask)
-                if written % 1000 == 0:
-                    progress.put((0, 1000))
+            writers[written % len(writers)].write(serialize_example(example))
+            written += 1
+            real_tokens += sum(example.input_mask)
+            if written % 1000 == 0:
+                progress.put((0, 1000))
     finally:
         for writer in writers:
             writer.close()
@@ -185,25 +203,31 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
         files_with_bad_bytes={f for r in results for f in r["files_with_bad_bytes"]})
     if stats.summary():
         print(stats.summary(), file=sys.stderr)
-    elapsed = time.time() - start
-    manifest = {
-        "num_examples": sum(r["examples"] for r in results),
-        "num_tokens": sum(r["tokens"] for r in results),
-        "num_shards": num_shards,
-        "num_processes": num_processes,
-        "num_files": len(files),
-        "corpus_bytes": total_bytes,
-        "seconds": round(elapsed, 2),
-        "examples_per_second": round(sum(r["examples"] for r in results) / elapsed, 1),
-        "undecodable_lines": stats.bad_lines,
+    manifest = make_manifest(
+        corpus_pattern, output_dir, options, time.time() - start,
+        num_examples=sum(r["examples"] for r in results),
+        num_tokens=sum(r["tokens"] for r in results), num_shards=num_shards,
+        num_processes=num_processes, num_files=len(files), corpus_bytes=total_bytes,
+        undecodable_lines=stats.bad_lines)
+    write_json(os.path.join(output_dir, MANIFEST), manifest)
+    return manifest
+
+
+def make_manifest(corpus_pattern, output_dir, options: BuildOptions, seconds: float,
+                  **counts) -> dict:
+    """The manifest of a finished build: `counts` (num_examples, num_tokens, num_shards,
+    num_files, corpus_bytes, undecodable_lines and how the build ran) plus what readers
+    check to reuse it. Refuses a build that produced no examples."""
+    if counts["num_examples"] == 0:
+        raise corpus.CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
+    return {
+        **counts,
+        "seconds": round(seconds, 2),
+        "examples_per_second": round(counts["num_examples"] / max(seconds, 1e-9), 1),
         "vocab_sha256": file_sha256(options.vocab_path),
         "options": dataclasses.asdict(options),
         "file_pattern": os.path.join(output_dir, "pretrain_data.tfrecord-*"),
     }
-    if manifest["num_examples"] == 0:
-        raise corpus.CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
-    write_json(os.path.join(output_dir, MANIFEST), manifest)
-    return manifest
 
 
 def _run_processes(worker_args, on_progress):
@@ -261,6 +285,11 @@ def define_flags():
     flags.DEFINE_bool("split_sentences", True, "Split lines into sentences first (for text "
                       "with several sentences per line).")
     flags.DEFINE_integer("seed", 12345, "Seed of the packing's random choices.")
+    flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this runner "
+                        "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...; needs "
+                        "`pip install -r requirements-beam.txt`). Default: local processes.")
+    flags.DEFINE_string("beam_pipeline_options", "", "With --runner: Beam's own options as "
+                        "one string, e.g. '--project=P --region=R --temp_location=gs://b/t'.")
 
 
 def main(argv):
@@ -270,8 +299,18 @@ def main(argv):
         lower_case=FLAGS.lower_case,
         strip_accents=FLAGS.lower_case if FLAGS.strip_accents is None else FLAGS.strip_accents,
         split_sentences=FLAGS.split_sentences, seed=FLAGS.seed)
-    manifest = build_pretraining_data(FLAGS.corpus, FLAGS.output_dir, options,
-                                      FLAGS.num_shards, FLAGS.num_processes)
+    if FLAGS.runner:
+        try:
+            from electra_tf.data import beam_pipeline
+        except ImportError as e:
+            raise app.UsageError(f"--runner={FLAGS.runner} needs Apache Beam ({e}): "
+                                 "pip install -r requirements-beam.txt") from e
+        manifest = beam_pipeline.build_with_beam(
+            FLAGS.corpus, FLAGS.output_dir, options, FLAGS.num_shards, FLAGS.runner,
+            FLAGS.beam_pipeline_options)
+    else:
+        manifest = build_pretraining_data(FLAGS.corpus, FLAGS.output_dir, options,
+                                          FLAGS.num_shards, FLAGS.num_processes)
     print(f"Wrote {manifest['num_examples']} examples to {manifest['num_shards']} shard(s) "
           f"in {FLAGS.output_dir} ({manifest['examples_per_second']} examples/s).")
 

@@ -62,9 +62,13 @@ def expand_corpus(patterns) -> list:
     return files
 
 
-def read_lines(path: str, stats: DecodeStats):
-    """Yields the lines of `path` as str without line endings; bad UTF-8 is counted."""
-    with open(path, "rb") as f:
+def read_lines(path: str, stats: DecodeStats, open_binary=None):
+    """Yields the lines of `path` as str without line endings; bad UTF-8 is counted.
+
+    `open_binary(path)` opens the file for binary reading (default: the local `open`;
+    Beam pipelines pass their `FileSystems.open` to read gs:// and other URLs).
+    """
+    with (open_binary(path) if open_binary else open(path, "rb")) as f:
         for raw in f:
             try:
                 line = raw.decode("utf-8")

@@ -1,0 +1,87 @@
+"""The Beam builder (DirectRunner) against the local multi-process builder."""
+
+import collections
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import DEMO, ROOT
+from electra_tf.data import build_pretraining_data as builder
+from electra_tf.data.dataset import pretraining_dataset
+
+pytest.importorskip("apache_beam", reason="the Beam builder is an optional extra: "
+                    "pip install -r requirements-beam.txt")
+
+
+def records(pattern):
+    """The examples of the shards as a multiset (serialized bytes would depend on the
+    writer's map-field order)."""
+    import tensorflow as tf
+
+    def parsed(raw):
+        features = tf.train.Example.FromString(raw.numpy()).features.feature
+        return tuple((key, tuple(features[key].int64_list.value)) for key in sorted(features))
+
+    return collections.Counter(parsed(raw) for path in sorted(glob.glob(pattern))
+                               for raw in tf.data.TFRecordDataset(path))
+
+
+@pytest.fixture
+def corpus_pattern(tmp_path):
+    bad_bytes = tmp_path / "mixed.txt"
+    bad_bytes.write_bytes(b"The American people are strong.\n"
+                          + "Caf\u00e9 talk.\n".encode("latin-1") + b"We will build.\n")
+    speeches = [str(DEMO / "corpus" / name) for name in (
+        "sotu_2019_donald_j_trump_r.txt", "sotu_2021_joseph_r_biden_d.txt")]
+    return ",".join(speeches + [str(bad_bytes)])
+
+
+def build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards):
+    command = [sys.executable, "-m", "electra_tf.data.build_pretraining_data",
+               "--runner", "DirectRunner", "--corpus", corpus_pattern, "--vocab", vocab_path,
+               "--output_dir", str(output_dir), "--max_seq_length", "32", "--seed", "7",
+               "--num_shards", str(num_shards),
+               "--beam_pipeline_options=--direct_num_workers=1"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return builder.load_manifest(str(output_dir))
+
+
+def test_beam_build_writes_the_examples_of_a_one_process_per_file_local_build(
+        tmp_path, corpus_pattern, vocab_path):
+    manifest = build_with_cli(corpus_pattern, vocab_path, tmp_path / "beam", num_shards=3)
+    local = builder.build_pretraining_data(
+        corpus_pattern, str(tmp_path / "local"), builder.BuildOptions(
+            vocab_path=vocab_path, max_seq_length=32, seed=7),
+        num_shards=3, num_processes=3, show_progress=False)
+
+    assert sorted(os.listdir(tmp_path / "beam")) == sorted(os.listdir(tmp_path / "local"))
+    assert records(manifest["file_pattern"]) == records(local["file_pattern"])
+    for key in ("num_examples", "num_tokens", "num_files", "corpus_bytes",
+                "undecodable_lines", "options", "vocab_sha256"):
+        assert manifest[key] == local[key], key
+    assert manifest["runner"] == "DirectRunner" and manifest["undecodable_lines"] == 1
+    batch = next(iter(pretraining_dataset(manifest["file_pattern"], 4, 32, seed=1)))
+    assert batch["input_ids"].shape == (4, 32)
+
+
+def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern, vocab_path):
+    output_dir = tmp_path / "shards"
+    build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards=4)
+    manifest = build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards=2)
+    assert sorted(os.listdir(output_dir)) == [
+        "manifest.json", "pretrain_data.tfrecord-00000-of-00002",
+        "pretrain_data.tfrecord-00001-of-00002"]
+    assert sum(records(manifest["file_pattern"]).values()) == manifest["num_examples"]
+
+
+def test_a_pattern_matching_nothing_is_a_clear_error(tmp_path, vocab_path):
+    command = [sys.executable, "-m", "electra_tf.data.build_pretraining_data",
+               "--runner", "DirectRunner", "--corpus", str(tmp_path / "none*.txt"),
+               "--vocab", vocab_path, "--output_dir", str(tmp_path / "out")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "matches no file" in done.stderr and "Traceback" not in done.stderr
