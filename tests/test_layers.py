@@ -1,8 +1,10 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -65,6 +67,40 @@ def test_gelu_is_exact_erf():
 def test_layers_round_trip_their_config(layer):
     clone = layer.__class__.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
+
+
+# bf16: within one bf16 rounding step at 1 (0.0078) of Keras (both round intermediates).
+@pytest.mark.parametrize("dtype, rtol, atol", [(tf.float32, 1e-6, 1e-6),
+                                               (tf.bfloat16, 1e-2, 5e-3)])
+def test_fused_gelu_matches_keras_gelu_and_its_gradient(dtype, rtol, atol):
+    x = tf.cast(tf.linspace(-6.0, 6.0, 241), dtype)
+    upstream = tf.cast(tf.linspace(0.5, 1.5, 241), dtype)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        fused, plain = fused_gelu(x), keras.activations.gelu(x)
+    assert fused.dtype == dtype
+    as_float = lambda t: tf.cast(t, tf.float32).numpy()  # noqa: E731
+    np.testing.assert_allclose(as_float(fused), as_float(plain), rtol=rtol, atol=atol)
+    # Phi(x) + x phi(x): 0.5 at 0, ~1.0833 at 1 (hand-computed), ~0 far left, ~1 far right.
+    grad = as_float(tape.gradient(fused, x, output_gradients=upstream))
+    np.testing.assert_allclose(grad, as_float(tape.gradient(plain, x, upstream)),
+                               rtol=rtol, atol=atol)
+    unit = as_float(tape.gradient(fused, x))
+    np.testing.assert_allclose(unit[[0, 120, 140, 240]], [0.0, 0.5, 1.0833155, 1.0],
+                               rtol=rtol, atol=max(atol, 1e-5))
+
+
+def test_encoder_with_fused_gelu_is_the_same_function_on_the_same_weights():
+    cfg = ElectraConfig.preset("tiny", vocab_size=100)
+    plain = ElectraEncoder.from_electra_config(cfg)
+    fused = ElectraEncoder.from_electra_config(cfg, activation="electra_tf>fused_gelu")
+    inputs = encoder_inputs()
+    plain(inputs)
+    fused(inputs)
+    fused.set_weights(plain.get_weights())
+    np.testing.assert_allclose(fused(inputs)["sequence_output"],
+                               plain(inputs)["sequence_output"], rtol=1e-5, atol=1e-5)
+    assert ElectraEncoder.from_config(fused.get_config()).activation == "electra_tf>fused_gelu"
 
 
 def test_encoder_round_trips_its_config():

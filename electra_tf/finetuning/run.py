@@ -111,9 +111,12 @@ def _special_ids(vocab_path: str, config: ElectraConfig) -> dict:
     return vocab_lib.special_token_ids(tokens)
 
 
-def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float):
-    """The discriminator encoder, restored from `pretrained` (None: random initialisation)."""
-    encoder = ElectraEncoder.from_electra_config(config.replace(dropout=dropout))
+def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float,
+                 activation: str = "gelu"):
+    """The discriminator encoder, restored from `pretrained` (None: random initialisation);
+    `activation` as in `ElectraEncoder`."""
+    encoder = ElectraEncoder.from_electra_config(config.replace(dropout=dropout),
+                                                 activation=activation)
     ids = np.zeros((1, 8), np.int32)
     encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
     if pretrained is not None:
@@ -336,7 +339,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: str, eval_fi
 def _run_trial(cfg, task, data, pretrained, encoder_config, labels, trial_dir, seed, runtime):
     keras.utils.set_random_seed(seed)
     with runtime_lib.precision(runtime.mixed_precision):
-        encoder = load_encoder(pretrained, encoder_config, cfg.dropout)
+        encoder = load_encoder(pretrained, encoder_config, cfg.dropout,
+                               runtime.encoder_activation)
         model = models.build_task_model(task.kind, encoder, len(labels), cfg.dropout,
                                         encoder_config.initializer_range)
         model({k: v[:1] for k, v in data.train[0].items()})  # builds the head

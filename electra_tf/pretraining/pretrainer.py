@@ -47,15 +47,17 @@ class ElectraPretrainer(keras.Model):
     >>> encoder = model.discriminator
     """
 
-    def __init__(self, config: ElectraConfig, **kwargs):
+    def __init__(self, config: ElectraConfig, activation="gelu", **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.discriminator = ElectraEncoder.from_electra_config(config)
+        self.activation = activation  # of both towers' feed-forward layers, see ElectraEncoder
+        self.discriminator = ElectraEncoder.from_electra_config(config, activation=activation)
         initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.generator = self.generator_head = None
         if config.has_learned_generator:
             self.generator = ElectraEncoder.from_electra_config(
-                config, generator=True, embeddings=self._generator_embeddings())
+                config, generator=True, embeddings=self._generator_embeddings(),
+                activation=activation)
             self.generator_head = _tied_mlm_head(self.generator, initializer,
                                                  "generator_predictions")
         self.discriminator_head = self.mlm_head = self.copy_gate = None
@@ -287,11 +289,13 @@ class ElectraPretrainer(keras.Model):
         return logs
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "activation": self.activation,
+                "name": self.name}
 
     @classmethod
     def from_config(cls, config):
-        return cls(ElectraConfig.from_dict(config["config"]), name=config.get("name"))
+        return cls(ElectraConfig.from_dict(config["config"]),
+                   activation=config.get("activation", "gelu"), name=config.get("name"))
 
 
 def _tied_mlm_head(encoder, initializer, name):

@@ -133,7 +133,7 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
 
     runtime = runtime or RuntimeOptions()
     with runtime_lib.precision(runtime.mixed_precision):
-        model = ElectraPretrainer(config)
+        model = ElectraPretrainer(config, activation=runtime.encoder_activation)
         model.build_all()
     optimizer = create_pretraining_optimizer(config, model)
     # steps_per_execution stays 1: larger values crash under MirroredStrategy (keras#19246).

@@ -35,6 +35,13 @@ class RuntimeOptions:
     # bf16: TPUs and CPUs with AMX/AVX-512-BF16; fp16: GPUs (with dynamic loss scaling).
     mixed_precision: str = "none"
     jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
+    # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
+    # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README). Weights are unaffected.
+    fused_gelu: bool = True
+
+    @property
+    def encoder_activation(self) -> str:
+        return "electra_tf>fused_gelu" if self.fused_gelu else "gelu"
 
     def validated(self) -> "RuntimeOptions":
         check_choice("--strategy", self.strategy, STRATEGIES)
