@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
+# Test processes; --dist loadfile keeps each file's module fixtures in one process.
+TEST_WORKERS ?= 2
+
 DEMO_DIR ?= runs/demo
 # Sized for 2 CPU cores and < 10 minutes: ELECTRA-Small, short schedule, learned 8k vocab.
 DEMO_FLAGS ?= --preset small --vocab_size 8192 --batch_size 32 --train_steps 200 \
@@ -24,7 +27,7 @@ pretrain: $(VENV)/.runtime
 	$(PY) pretrain.py --corpus 'data/demo/corpus/*.txt' --model_dir $(DEMO_DIR) $(DEMO_FLAGS)
 
 test: $(VENV)/.dev
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 clean-demo:
 	rm -rf $(DEMO_DIR)
