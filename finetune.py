@@ -14,6 +14,7 @@ Defaults follow the official recipe (AdamW, lr 1e-4 / 3e-4 for small, layer-wise
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import run, tasks
 
 FLAGS = flags.FLAGS
@@ -45,7 +46,7 @@ cli.define_runtime_flags()
 def main(argv):
     del argv
     if not FLAGS.tfds_name and not (FLAGS.train_file and FLAGS.eval_file):
-        raise tasks.TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
+        raise TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
                                   "--data_dir) for a prepared TensorFlow Datasets dataset.")
     cfg = run.FinetuneConfig(**cli.dataclass_overrides(run.FinetuneConfig))
     results = run.finetune(cfg, FLAGS.init_checkpoint, FLAGS.train_file, FLAGS.eval_file,

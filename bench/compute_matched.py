@@ -32,7 +32,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from absl import app, flags  # noqa: E402
 
 from electra_tf import cli, files  # noqa: E402
-from electra_tf.config import OBJECTIVES, ConfigError, ElectraConfig, check_choice  # noqa
+from electra_tf.config import OBJECTIVES, ElectraConfig, check_choice  # noqa
+from electra_tf.errors import ConfigError
 from electra_tf.data import build_pretraining_data as builder  # noqa: E402
 from electra_tf.finetuning import run as finetuning  # noqa: E402
 from electra_tf.pretraining import flops  # noqa: E402

@@ -6,12 +6,7 @@ import typing
 
 from absl import flags, logging
 
-from electra_tf.config import ConfigError
-from electra_tf.finetuning.tasks import TaskDataError
-from electra_tf.text.corpus import CorpusError
-from electra_tf.text.vocab import VocabError
-
-USER_ERRORS = (ConfigError, CorpusError, VocabError, TaskDataError)
+from electra_tf.errors import UserError
 
 
 def run_main(main):
@@ -22,7 +17,7 @@ def run_main(main):
         logging.set_verbosity(logging.WARNING)
         try:
             return main(argv)
-        except USER_ERRORS as e:
+        except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
 

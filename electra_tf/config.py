@@ -14,6 +14,7 @@ import dataclasses
 import json
 
 from electra_tf import files
+from electra_tf.errors import ConfigError, check_choice
 
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
@@ -27,16 +28,6 @@ RTD_OBJECTIVES = ("electra", "electra_15")
 # "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
 # (the official `uniform_generator` ablation: nothing to learn).
 GENERATORS = ("transformer", "uniform")
-
-
-class ConfigError(ValueError):
-    """A config value, or a pair of configs, that cannot be used; the message says the fix."""
-
-
-def check_choice(name: str, value, choices) -> None:
-    """Raises ConfigError naming `name`, its bad `value` and the allowed `choices`."""
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r}; choose one of {', '.join(choices)}.")
 
 
 @dataclasses.dataclass

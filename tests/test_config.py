@@ -1,6 +1,7 @@
 import pytest
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 
 
 @pytest.mark.parametrize("name, layers, hidden, ffn, heads, emb, gen_hidden, gen_heads, lr, "

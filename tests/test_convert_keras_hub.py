@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import api
 from tests import convert_fixtures as fx
 

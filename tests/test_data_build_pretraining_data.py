@@ -6,6 +6,7 @@ import pytest
 
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
+from electra_tf.errors import CorpusError
 from electra_tf.text import vocab
 
 
@@ -77,7 +78,7 @@ def test_text_without_line_breaks_is_sentence_split(tmp_path, vocab_path):
 
 def test_empty_or_missing_corpus_errors(tmp_path, vocab_path):
     options = builder.BuildOptions(vocab_path=vocab_path)
-    with pytest.raises(builder.corpus.CorpusError, match="matches no file"):
+    with pytest.raises(CorpusError, match="matches no file"):
         builder.build_pretraining_data(str(tmp_path / "none*.txt"), str(tmp_path / "o"),
                                        options, show_progress=False)
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import DEMO, ROOT
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.finetuning import models, run
 from electra_tf.training import runtime
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from electra_tf.finetuning import squad
-from electra_tf.finetuning.tasks import TaskDataError
+from electra_tf.errors import TaskDataError
 from electra_tf.text.tokenizer import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "capital", "of", "france",

@@ -1,6 +1,7 @@
 import pytest
 
 from electra_tf.finetuning import tasks
+from electra_tf.errors import TaskDataError
 from conftest import DEMO
 
 
@@ -44,16 +45,16 @@ def test_glue_tsv_columns(tmp_path):
 def test_bad_sequence_files_name_file_and_line(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    with pytest.raises(tasks.TaskDataError, match=message) as error:
+    with pytest.raises(TaskDataError, match=message) as error:
         tasks.read_sequence_examples(tasks.get_task("text_classification"), str(path))
     assert "bad.jsonl" in str(error.value)
 
 
 def test_unknown_task_and_unseen_eval_label(tmp_path):
-    with pytest.raises(tasks.TaskDataError, match="Unknown task"):
+    with pytest.raises(TaskDataError, match="Unknown task"):
         tasks.get_task("summarization")
     examples = [tasks.SequenceExample("x", None, "maybe", "dev.jsonl:7")]
-    with pytest.raises(tasks.TaskDataError, match="dev.jsonl:7.*'maybe'"):
+    with pytest.raises(TaskDataError, match="dev.jsonl:7.*'maybe'"):
         tasks.check_labels(examples, ["0", "1"], "classification")
 
 
@@ -68,5 +69,5 @@ def test_conll_reader_on_the_japanese_ner_sample():
 def test_conll_line_without_a_tag_column_is_refused(tmp_path):
     path = tmp_path / "bad.conll"
     path.write_text("word\tB-PER\nlonely\n")
-    with pytest.raises(tasks.TaskDataError, match=r"bad.conll:2: 1 column"):
+    with pytest.raises(TaskDataError, match=r"bad.conll:2: 1 column"):
         tasks.read_conll(str(path))

@@ -10,6 +10,7 @@ import tensorflow as tf  # noqa: E402
 
 from conftest import DEMO  # noqa: E402
 from electra_tf.finetuning import run, tasks  # noqa: E402
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.tfds_data import read_tfds  # noqa: E402
 
 
@@ -66,7 +67,7 @@ def test_reads_glue_splits_with_glue_label_strings(tfds_dir):
 
 
 def test_dataset_not_prepared_in_data_dir_is_a_clear_error(tmp_path):
-    with pytest.raises(tasks.TaskDataError, match="not prepared in"):
+    with pytest.raises(TaskDataError, match="not prepared in"):
         read_tfds(tasks.get_task("qnli"), "glue/qnli", "train", str(tmp_path))
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 SPECIAL = dict(pad_token_id=0, unk_token_id=1, cls_token_id=2, sep_token_id=3, mask_token_id=4)

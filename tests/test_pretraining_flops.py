@@ -1,6 +1,7 @@
 import pytest
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.pretraining.flops import (forward_flops_per_sequence, steps_for_budget,
                                           training_flops_per_step)
 

@@ -1,16 +1,17 @@
 import pytest
 
 from electra_tf.text import corpus
+from electra_tf.errors import CorpusError
 
 
 def test_glob_matching_nothing_names_the_pattern(tmp_path):
-    with pytest.raises(corpus.CorpusError, match="matches no file"):
+    with pytest.raises(CorpusError, match="matches no file"):
         corpus.expand_corpus(str(tmp_path / "*.txt"))
 
 
 def test_empty_corpus_is_refused(tmp_path):
     (tmp_path / "a.txt").write_text("")
-    with pytest.raises(corpus.CorpusError, match="empty"):
+    with pytest.raises(CorpusError, match="empty"):
         corpus.expand_corpus(str(tmp_path / "*.txt"))
 
 

@@ -1,6 +1,7 @@
 import pytest
 
 from electra_tf.text import vocab
+from electra_tf.errors import VocabError
 from electra_tf.text.tokenizer import make_tokenizer
 from conftest import DEMO
 
@@ -33,12 +34,12 @@ def test_korean_vocab_keeps_hangul_syllables(tmp_path):
 def test_vocab_without_special_tokens_is_refused(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]\n[UNK]\nhello\n")
-    with pytest.raises(vocab.VocabError, match=r"\[CLS\], \[SEP\], \[MASK\]"):
+    with pytest.raises(VocabError, match=r"\[CLS\], \[SEP\], \[MASK\]"):
         vocab.load_vocab(str(path))
 
 
 def test_vocab_with_pad_not_first_is_refused(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("[UNK]\n[PAD]\n[CLS]\n[SEP]\n[MASK]\n")
-    with pytest.raises(vocab.VocabError, match="id 0"):
+    with pytest.raises(VocabError, match="id 0"):
         vocab.load_vocab(str(path))

@@ -18,7 +18,7 @@ Every model weight must come from the source and every source weight must find a
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import api
 
 FLAGS = flags.FLAGS

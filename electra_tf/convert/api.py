@@ -7,7 +7,7 @@ import os
 from typing import Optional
 
 from electra_tf import files
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import huggingface, keras_hub_backbone, official, official_names
 from electra_tf.convert import run_dir
 from electra_tf.text import vocab as vocab_lib

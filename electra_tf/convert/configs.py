@@ -3,7 +3,8 @@
 import dataclasses
 from typing import Optional
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.text import vocab as vocab_lib
 
 

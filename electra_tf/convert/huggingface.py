@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from electra_tf import files
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
 from electra_tf.convert.configs import GeneratorShape, make_config
 

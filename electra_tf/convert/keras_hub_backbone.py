@@ -7,7 +7,7 @@ only to about 1e-3, and matches the official/HF ELECTRA exactly.
 
 import os
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
 from electra_tf.convert.configs import make_config
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
 from electra_tf.convert.configs import GeneratorShape, make_config
 

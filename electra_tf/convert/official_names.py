@@ -20,7 +20,7 @@ Attention kernels are [hidden, hidden] there and [hidden, heads, head_size] in K
 
 import numpy as np
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 
 DISCRIMINATOR_SCOPE = "electra"
 GENERATOR_SCOPE = "generator"

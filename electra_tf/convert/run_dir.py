@@ -11,7 +11,8 @@ import os
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import RTD_OBJECTIVES, ConfigError
+from electra_tf.config import RTD_OBJECTIVES
+from electra_tf.errors import ConfigError
 from electra_tf.convert import official, official_names
 from electra_tf.pretraining import run as pretraining_run
 from electra_tf.training.checkpointing import make_checkpoint, saved_objects

@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.files import write_json
+from electra_tf.errors import CorpusError
 from electra_tf.text import corpus, vocab as vocab_lib
 
 _METRICS_NAMESPACE = "electra_tf"
@@ -75,11 +76,11 @@ def corpus_files(corpus_pattern: str) -> list:
     for pattern in filter(_is_url, patterns):
         matched = FileSystems.match([pattern])[0].metadata_list
         if not matched:
-            raise corpus.CorpusError(f"Corpus pattern {pattern!r} matches no file; check "
+            raise CorpusError(f"Corpus pattern {pattern!r} matches no file; check "
                                      "the path and the filesystem's credentials.")
         files.update((m.path, m.size_in_bytes) for m in matched)
     if not files:
-        raise corpus.CorpusError("No corpus given: pass --corpus 'path/to/texts/*.txt'.")
+        raise CorpusError("No corpus given: pass --corpus 'path/to/texts/*.txt'.")
     return sorted(files.items())
 
 
@@ -116,7 +117,7 @@ def build_with_beam(corpus_pattern: str, output_dir: str, options: builder.Build
     "--project=P --region=R --temp_location=gs://b/tmp"); `runner` overrides theirs.
     """
     if num_shards < 1:
-        raise corpus.CorpusError(f"--num_shards={num_shards} must be at least 1.")
+        raise CorpusError(f"--num_shards={num_shards} must be at least 1.")
     files = corpus_files(corpus_pattern)
     vocab_tokens = vocab_lib.load_vocab(options.vocab_path)
     pipeline_options = PipelineOptions(shlex.split(pipeline_args))

@@ -27,6 +27,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.files import write_json
+from electra_tf.errors import CorpusError
 from electra_tf.text import corpus, vocab as vocab_lib
 from electra_tf.text.sentences import split_sentences
 
@@ -169,7 +170,7 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
     files = corpus.expand_corpus(corpus_pattern)
     vocab_lib.load_vocab(options.vocab_path)  # fail early on a bad vocab
     if num_shards < 1:
-        raise corpus.CorpusError(f"--num_shards={num_shards} must be at least 1.")
+        raise CorpusError(f"--num_shards={num_shards} must be at least 1.")
     num_processes = max(1, min(num_processes, num_shards, len(files)))
     os.makedirs(output_dir, exist_ok=True)
     for name in os.listdir(output_dir):  # leftovers of an interrupted build
@@ -219,7 +220,7 @@ def make_manifest(corpus_pattern, output_dir, options: BuildOptions, seconds: fl
     num_files, corpus_bytes, undecodable_lines and how the build ran) plus what readers
     check to reuse it. Refuses a build that produced no examples."""
     if counts["num_examples"] == 0:
-        raise corpus.CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
+        raise CorpusError(f"The corpus {corpus_pattern!r} produced no examples.")
     return {
         **counts,
         "seconds": round(seconds, 2),

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from electra_tf.text.corpus import CorpusError
+from electra_tf.errors import CorpusError
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 

@@ -12,7 +12,7 @@ import shutil
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.export.serving import build_serving_module, example_inputs
 
 # The batch sizes the example batching config allows (export/serving/batching.config).

@@ -19,7 +19,7 @@ Texts longer than the training length are truncated, never refused.
 
 import tensorflow as tf
 
-from electra_tf.config import ConfigError
+from electra_tf.errors import ConfigError
 from electra_tf.export.encoder import Reusable
 from electra_tf.export.packing import pack_segments, pack_words
 from electra_tf.text.tokenizer import make_tokenizer

@@ -22,7 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.finetuning import features as features_lib
 from electra_tf.finetuning import models, squad, tasks, tfds_data
 from electra_tf.layers.encoder import ElectraEncoder

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from electra_tf.finetuning.tasks import TaskDataError
+from electra_tf.errors import TaskDataError
 from electra_tf.text.tokenizer import tokenize_to_lists
 
 

@@ -11,11 +11,8 @@ import json
 import os
 from typing import List, Optional, Sequence
 
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import metrics as metrics_lib
-
-
-class TaskDataError(ValueError):
-    """Bad fine-tuning data; the message names the file, the line and the fix."""
 
 
 @dataclasses.dataclass

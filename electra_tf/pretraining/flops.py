@@ -17,7 +17,8 @@ a lookup computes nothing, and a matmul's backward pass is two matmuls.
 
 import math
 
-from electra_tf.config import RTD_OBJECTIVES, ConfigError, ElectraConfig
+from electra_tf.config import RTD_OBJECTIVES, ElectraConfig
+from electra_tf.errors import ConfigError
 
 # FLOPs per activation of the small element-wise ops (official constants).
 DROPOUT = 4  # random number, compare, mask, rescale

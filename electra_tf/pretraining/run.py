@@ -23,7 +23,8 @@ import keras
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
 from electra_tf.pretraining import flops

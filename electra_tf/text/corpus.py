@@ -8,9 +8,7 @@ import dataclasses
 import glob
 import os
 
-
-class CorpusError(ValueError):
-    """A corpus that cannot be read; the message names the input and the fix."""
+from electra_tf.errors import CorpusError
 
 
 @dataclasses.dataclass

@@ -5,16 +5,13 @@ import os
 import tensorflow as tf
 
 from electra_tf import files
+from electra_tf.errors import VocabError
 from electra_tf.text import corpus
 
 # Order of the reserved tokens in vocabularies we learn ([PAD] must be id 0: records are
 # padded with 0, as in the official data).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _LINES_PER_BATCH = 512
-
-
-class VocabError(ValueError):
-    """A vocabulary that cannot be used; the message names the file and the fix."""
 
 
 def load_vocab(path: str) -> list:

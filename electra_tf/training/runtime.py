@@ -18,7 +18,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from electra_tf.config import ConfigError, check_choice
+from electra_tf.errors import ConfigError, check_choice
 
 STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
