@@ -32,11 +32,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from absl import app, flags  # noqa: E402
 
 from electra_tf import cli, files  # noqa: E402
-from electra_tf.config import OBJECTIVES, ElectraConfig, check_choice  # noqa
-from electra_tf.errors import ConfigError
+from electra_tf.config import ElectraConfig  # noqa: E402
+from electra_tf.errors import ConfigError, check_choice  # noqa: E402
 from electra_tf.data import build_pretraining_data as builder  # noqa: E402
 from electra_tf.finetuning import run as finetuning  # noqa: E402
 from electra_tf.pretraining import flops  # noqa: E402
+from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
 from electra_tf.pretraining import run as pretraining  # noqa: E402
 from electra_tf.text import build_vocab as vocab_cli  # noqa: E402
 from electra_tf.text import vocab as vocab_lib  # noqa: E402

@@ -31,7 +31,7 @@ from absl import app, flags  # noqa: E402
 
 from electra_tf.config import ElectraConfig  # noqa: E402
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
-from electra_tf.pretraining import objectives  # noqa: E402
+from electra_tf.pretraining import losses, sampling  # noqa: E402
 from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
 from electra_tf.pretraining.run import build_model  # noqa: E402
 from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
@@ -115,14 +115,14 @@ def keras_hub_baseline(cfg):
             every_position = tf.broadcast_to(positions_all[:, :ids.shape[1]], tf.shape(ids))
             logits = mlm_head(gen, mask_positions=every_position)  # all positions, like HF
             gathered = tf.gather(logits, masked["positions"], batch_dims=1)
-            mlm = objectives.mlm_loss(gathered, masked["labels"], masked["weights"])
-            sampled = objectives.sample_tokens(gathered, draws)
-            corrupted, labels = objectives.replace_tokens(ids, masked["positions"], sampled,
+            mlm = losses.mlm_loss(gathered, masked["labels"], masked["weights"])
+            sampled = sampling.sample_tokens(gathered, draws)
+            corrupted, labels = sampling.replace_tokens(ids, masked["positions"], sampled,
                                                           masked["weights"])
             disc = discriminator({"token_ids": corrupted, "segment_ids": segments,
                                   "padding_mask": mask}, training=True)["sequence_output"]
             disc_logits = tf.squeeze(disc_head(disc), -1)
-            loss = mlm + 50.0 * objectives.discriminator_loss(disc_logits, labels, mask)
+            loss = mlm + 50.0 * losses.discriminator_loss(disc_logits, labels, mask)
         variables = (generator.trainable_variables + discriminator.trainable_variables
                      + mlm_head.trainable_variables + disc_head.trainable_variables)
         optimizer.apply(tape.gradient(loss, variables), variables)

@@ -21,10 +21,6 @@ from electra_tf.errors import ConfigError, check_choice
 RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints",
                               "grad_accum_steps"})
 TIE_EMBEDDINGS = ("all", "token", "none")
-# Pretraining objectives (paper section 3.2 / Table 5); see electra_tf.pretraining.objectives.
-OBJECTIVES = ("electra", "mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
-# Objectives whose kept encoder is trained by replaced token detection (a discriminator head).
-RTD_OBJECTIVES = ("electra", "electra_15")
 # "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
 # (the official `uniform_generator` ablation: nothing to learn).
 GENERATORS = ("transformer", "uniform")
@@ -56,6 +52,8 @@ class ElectraConfig:
     # position/segment embeddings and LayerNorm; "none": the generator has its own block,
     # as wide as its hidden layers (the official `untied_generator_embeddings`).
     tie_embeddings: str = "all"
+    # What the kept encoder learns: a name in `electra_tf.pretraining.objectives` (paper
+    # section 3.2, Table 5); checked when a model or a FLOPs count is built from it.
     objective: str = "electra"
     generator: str = "transformer"
     # Tokenization the vocab was built with (saved so downstream tools tokenize alike).
@@ -103,11 +101,6 @@ class ElectraConfig:
         return max(1, int(round(self.num_heads * self.generator_size)))
 
     @property
-    def has_learned_generator(self) -> bool:
-        """Whether a generator tower exists and trains (not for `mlm`, nor `uniform`)."""
-        return self.objective != "mlm" and self.generator == "transformer"
-
-    @property
     def max_predictions_per_seq(self) -> int:
         # Same formula as the official configure_pretraining.py (19 at 128 tokens, p=0.15).
         return int((self.mask_prob + 0.005) * self.max_seq_length)
@@ -147,11 +140,7 @@ class ElectraConfig:
         if not 0.0 < self.generator_size <= 1.0:
             raise ConfigError(f"generator_size={self.generator_size} must be in (0, 1].")
         check_choice("tie_embeddings", self.tie_embeddings, TIE_EMBEDDINGS)
-        check_choice("objective", self.objective, OBJECTIVES)
         check_choice("generator", self.generator, GENERATORS)
-        if self.objective == "mlm" and self.generator != "transformer":
-            raise ConfigError("objective='mlm' has no generator: drop --generator (it "
-                              "applies to electra, electra_15, replace_mlm, all_tokens_mlm).")
         if self.grad_accum_steps < 1 or self.batch_size % self.grad_accum_steps:
             raise ConfigError(f"batch_size={self.batch_size} must be a multiple of "
                               f"grad_accum_steps={self.grad_accum_steps} (>= 1).")

@@ -101,7 +101,7 @@ def test_electra_15_scores_only_the_chosen_positions():
 
 def test_mlm_is_bert_on_the_kept_encoder_with_no_generator():
     model, batch, outputs, losses = forward("mlm")
-    assert model.generator is None and model.discriminator_head is None
+    assert model.generator is None and model.head_names == ["mlm_head"]
     assert set(losses) == {"loss", "main_loss"}
     ids, seen = batch["input_ids"][0], outputs["encoder_ids"][0]
     masked = [p for p in CHOSEN if p != KEPT]
@@ -186,4 +186,4 @@ def test_tie_embeddings_token_shares_the_word_matrix_only():
 ])
 def test_bad_ablation_settings_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        tiny(**overrides)
+        ElectraPretrainer(tiny(**overrides))

@@ -11,9 +11,9 @@ import os
 import tensorflow as tf
 
 from electra_tf import files
-from electra_tf.config import RTD_OBJECTIVES
 from electra_tf.errors import ConfigError
 from electra_tf.convert import official, official_names
+from electra_tf.pretraining import objectives
 from electra_tf.pretraining import run as pretraining_run
 from electra_tf.training.checkpointing import make_checkpoint, saved_objects
 
@@ -32,7 +32,7 @@ def build_pretrainer(config):
 def _official_layout(config) -> bool:
     """Whether the official/HF formats describe this run's generator and heads: an RTD
     objective with a learned generator sharing all embeddings or none."""
-    return (config.objective in RTD_OBJECTIVES and config.generator == "transformer"
+    return (objectives.get(config.objective).official_layout and config.generator == "transformer"
             and config.tie_embeddings in ("all", "none"))
 
 

@@ -59,7 +59,11 @@ def mask_tokens(input_ids, input_mask, *, mask_prob, max_predictions, mask_token
 
     # Sampling without replacement: the top-k of uniform scores over the candidates.
     scores = tf.where(candidates, tf.cast(position_scores, tf.float32), -1.0)
-    _, positions = tf.math.top_k(scores, k=max_predictions)
+    # A sequence shorter than max_predictions has fewer positions to rank; the slots
+    # beyond them stay unused (num_to_predict never exceeds the candidates).
+    ranked = min(max_predictions, input_ids.shape[1] or max_predictions)
+    _, positions = tf.math.top_k(scores, k=ranked)
+    positions = tf.pad(positions, [[0, 0], [0, max_predictions - ranked]])
     used = tf.sequence_mask(num_to_predict, max_predictions)
     positions = tf.where(used, positions, 0)
     labels = tf.where(used, tf.gather(input_ids, positions, batch_dims=1), 0)
@@ -88,3 +92,13 @@ def scatter_at_positions(ids, positions, updates, where):
     written = tf.scatter_nd(indices, tf.cast(where, tf.int32), shape) > 0
     values = tf.scatter_nd(indices, tf.where(where, updates, tf.zeros_like(updates)), shape)
     return tf.where(written, values, ids)
+
+
+def chosen_positions_mask(positions, weights, seq_length):
+    """int32 [batch, seq]: 1 at the positions chosen for masking (used slots only).
+
+    positions: int [batch, n]; weights: float [batch, n] (1 for used slots).
+    """
+    zeros = tf.zeros([tf.shape(positions)[0], seq_length], tf.int32)
+    return scatter_at_positions(zeros, positions, tf.ones_like(positions, tf.int32),
+                                weights > 0)

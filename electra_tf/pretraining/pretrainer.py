@@ -1,15 +1,17 @@
 """`ElectraPretrainer`: replaced token detection (and the paper's ablation objectives)."""
 
 import keras
-import keras_hub
 import tensorflow as tf
 
-from electra_tf.config import RTD_OBJECTIVES, ElectraConfig
-from electra_tf.layers.discriminator_head import DiscriminatorHead
+from electra_tf.config import ElectraConfig
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.pretraining import objectives
+from electra_tf.pretraining.losses import mlm_loss
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
+from electra_tf.pretraining.objectives.base import accuracy
+from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
 
 
 class ElectraPretrainer(keras.Model):
@@ -23,13 +25,13 @@ class ElectraPretrainer(keras.Model):
     replacements from the generator and trains the discriminator to spot them:
     loss = mlm_weight * MLM + disc_weight * BCE over all real tokens.
 
-    The paper's other objectives (`objectives` module docstring) change what the kept
-    encoder learns; whatever the objective, `model.discriminator` is that encoder:
-    `electra_15` weighs the BCE on the masked positions only; `mlm` drops the generator and
-    trains the encoder as BERT through a tied `mlm_head`; `replace_mlm` and
-    `all_tokens_mlm` feed it generator samples and train its `mlm_head` (plus a
-    `copy_gate` for all tokens) with weight 1. `config.generator == "uniform"` samples
-    replacements uniformly over the vocab instead of from a learned generator.
+    The paper's other objectives (`objectives/`, one file each) change what the kept
+    encoder learns; whatever the objective, `model.discriminator` is that encoder. The
+    model asks `model.objective` for the encoder's pretraining heads (kept as attributes
+    named in `model.head_names`: `discriminator_head`, or `mlm_head` and for all-tokens
+    MLM `copy_gate`), their outputs, loss and metrics; `mlm` has no generator.
+    `config.generator == "uniform"` samples replacements uniformly over the vocab instead
+    of from a learned generator.
 
     Inputs (a dataset element): dict of `input_ids`, `input_mask`, `segment_ids`,
     int32 [batch, seq], and optionally `noise`, float32 [batch, noise_width] uniform draws
@@ -50,51 +52,35 @@ class ElectraPretrainer(keras.Model):
     def __init__(self, config: ElectraConfig, activation="gelu", **kwargs):
         super().__init__(**kwargs)
         self.config = config
+        self.objective = objectives.of(config)
         self.activation = activation  # of both towers' feed-forward layers, see ElectraEncoder
         self.discriminator = ElectraEncoder.from_electra_config(config, activation=activation)
-        initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.generator = self.generator_head = None
-        if config.has_learned_generator:
+        if self.objective.learns_generator(config):
             self.generator = ElectraEncoder.from_electra_config(
                 config, generator=True, embeddings=self._generator_embeddings(),
                 activation=activation)
-            self.generator_head = _tied_mlm_head(self.generator, initializer,
-                                                 "generator_predictions")
-        self.discriminator_head = self.mlm_head = self.copy_gate = None
-        if config.objective in RTD_OBJECTIVES:
-            self.discriminator_head = DiscriminatorHead(
-                config.hidden_size, config.initializer_range,
-                name="discriminator_predictions", dtype="float32")
-        else:
-            self.mlm_head = _tied_mlm_head(self.discriminator, initializer, "mlm_predictions")
-        if config.objective == "all_tokens_mlm":
-            # The paper's copy mechanism: "a sigmoid layer" giving each token's probability
-            # of copying the input token.
-            self.copy_gate = keras.layers.Dense(1, kernel_initializer=initializer,
-                                                dtype="float32", name="copy_gate")
+            self.generator_head = tied_masked_lm_head(
+                self.generator.embeddings.token_embedding, self.generator.layer_norm_epsilon,
+                config.initializer_range, name="generator_predictions")
+        # Each head is an attribute of its own name: checkpoints record them by it.
+        self.head_names = []
+        for name, head in self.objective.build_heads(config, self.discriminator).items():
+            setattr(self, name, head)
+            self.head_names.append(name)
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
         self.noise_width = noise_width(config.max_seq_length, config.max_predictions_per_seq)
         self.special_token_ids = (config.pad_token_id, config.cls_token_id,
                                   config.sep_token_id, config.mask_token_id)
 
         self.loss_tracker = keras.metrics.Mean(name="loss")
-        self._objective_metrics = [self.loss_tracker]
+        self.generator_metrics = {}
         if self.generator is not None:
-            self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-            self.gen_accuracy = keras.metrics.Mean(name="gen_acc")
-            self._objective_metrics += [self.mlm_loss_tracker, self.gen_accuracy]
-        if self.discriminator_head is not None:
-            self.disc_loss_tracker = keras.metrics.Mean(name="disc_loss")
-            self.disc_auc = keras.metrics.AUC(name="disc_auc")
-            self.disc_accuracy = keras.metrics.Mean(name="disc_acc")
-            self._objective_metrics += [self.disc_loss_tracker, self.disc_auc, self.disc_accuracy]
-        else:
-            self.main_loss_tracker = keras.metrics.Mean(name="main_loss")
-            self.main_accuracy = keras.metrics.Mean(name="main_acc")
-            self._objective_metrics += [self.main_loss_tracker, self.main_accuracy]
-        if config.objective != "mlm":
-            self.replaced_fraction = keras.metrics.Mean(name="replaced")
-            self._objective_metrics.append(self.replaced_fraction)
+            self.generator_metrics = {"mlm_loss": keras.metrics.Mean(name="mlm_loss"),
+                                      "gen_acc": keras.metrics.Mean(name="gen_acc")}
+        self.encoder_metrics = self.objective.build_metrics()
+        self.replaced_fraction = (keras.metrics.Mean(name="replaced")
+                                  if self.objective.reads_samples else None)
 
     def _generator_embeddings(self):
         cfg, shared = self.config, self.discriminator.embeddings
@@ -107,10 +93,16 @@ class ElectraPretrainer(keras.Model):
 
     @property
     def metrics(self):
-        return list(self._objective_metrics)
+        return [self.loss_tracker, *self.generator_metrics.values(),
+                *self.encoder_metrics.values(),
+                *([self.replaced_fraction] if self.replaced_fraction is not None else [])]
 
     def build_all(self, seq_length=None):
-        """Creates every variable by running one forward pass on a dummy batch."""
+        """Creates every variable by running one forward pass on a dummy batch.
+
+        `seq_length` defaults to the config's; any length works (no variable depends on
+        it).
+        """
         seq_length = seq_length or self.config.max_seq_length
         ids = tf.zeros([1, seq_length], tf.int32)
         # The discriminator goes first so the shared embeddings are named under it.
@@ -142,35 +134,22 @@ class ElectraPretrainer(keras.Model):
             max_predictions=cfg.max_predictions_per_seq, mask_token_id=cfg.mask_token_id,
             special_token_ids=self.special_token_ids, position_scores=position_scores,
             keep_draws=keep_draws)
-        positions, slot_weights = masked["positions"], masked["weights"]
         outputs = {"input_ids": input_ids, "input_mask": input_mask,
-                   "mlm_labels": masked["labels"], "mlm_weights": slot_weights}
-        if cfg.objective == "mlm":
-            encoder_ids = masked["masked_ids"]
-        else:
+                   "mlm_positions": masked["positions"], "mlm_labels": masked["labels"],
+                   "mlm_weights": masked["weights"]}
+        if self.objective.reads_samples:
             mlm_logits = self._generator_logits(masked, input_mask, segment_ids, training)
-            sampled_ids = objectives.sample_tokens(mlm_logits, sample_draws, cfg.temperature)
-            encoder_ids, replaced = objectives.replace_tokens(
-                input_ids, positions, sampled_ids, slot_weights)
+            sampled_ids = sample_tokens(mlm_logits, sample_draws, cfg.temperature)
+            encoder_ids, replaced = replace_tokens(input_ids, masked["positions"],
+                                                   sampled_ids, masked["weights"])
             outputs.update(mlm_logits=mlm_logits, replaced=replaced)
+        else:
+            encoder_ids = masked["masked_ids"]
         outputs["encoder_ids"] = encoder_ids
         sequence_output = self.discriminator(
             {"input_word_ids": encoder_ids, "input_mask": input_mask,
              "input_type_ids": segment_ids}, training=training)["sequence_output"]
-
-        if self.discriminator_head is not None:
-            outputs["disc_logits"] = self.discriminator_head(sequence_output)
-            outputs["disc_weights"] = (
-                input_mask if cfg.objective == "electra" else
-                objectives.chosen_positions_mask(positions, slot_weights, input_ids.shape[1]))
-        elif self.copy_gate is not None:
-            every_position = tf.broadcast_to(tf.range(tf.shape(input_ids)[1]),
-                                             tf.shape(input_ids))
-            outputs["main_logits"] = self.mlm_head(sequence_output,
-                                                   mask_positions=every_position)
-            outputs["copy_logits"] = tf.squeeze(self.copy_gate(sequence_output), -1)
-        else:
-            outputs["main_logits"] = self.mlm_head(sequence_output, mask_positions=positions)
+        outputs.update(self.objective.predict(self, sequence_output, outputs))
         return outputs
 
     def _generator_logits(self, masked, input_mask, segment_ids, training):
@@ -187,28 +166,17 @@ class ElectraPretrainer(keras.Model):
 
     def compute_losses(self, outputs) -> dict:
         """{"loss": total, and its parts: "mlm_loss" (the generator's), "disc_loss" or
-        "main_loss" (the kept encoder's)} as scalars, from `call`'s outputs."""
-        cfg = self.config
+        "main_loss" (the kept encoder's, named by its objective)} as scalars, from
+        `call`'s outputs."""
         losses = {}
         total = 0.0
         if self.generator is not None:
-            losses["mlm_loss"] = objectives.mlm_loss(
+            losses["mlm_loss"] = mlm_loss(
                 outputs["mlm_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
-            total += cfg.mlm_weight * losses["mlm_loss"]
-        if self.discriminator_head is not None:
-            losses["disc_loss"] = objectives.discriminator_loss(
-                outputs["disc_logits"], outputs["replaced"], outputs["disc_weights"])
-            total += cfg.disc_weight * losses["disc_loss"]
-        elif self.copy_gate is not None:
-            losses["main_loss"] = objectives.copy_mlm_loss(
-                outputs["main_logits"], outputs["copy_logits"], outputs["encoder_ids"],
-                outputs["input_ids"], outputs["input_mask"])
-            total += losses["main_loss"]
-        else:
-            losses["main_loss"] = objectives.mlm_loss(
-                outputs["main_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
-            total += losses["main_loss"]
-        losses["loss"] = total
+            total += self.config.mlm_weight * losses["mlm_loss"]
+        name, loss, weight = self.objective.encoder_loss(self.config, outputs)
+        losses[name] = loss
+        losses["loss"] = total + weight * loss
         return losses
 
     def train_step(self, data):
@@ -257,28 +225,14 @@ class ElectraPretrainer(keras.Model):
     def _update_metrics(self, outputs, losses):
         self.loss_tracker.update_state(losses["loss"])
         if self.generator is not None:
-            self.mlm_loss_tracker.update_state(losses["mlm_loss"])
-            self.gen_accuracy.update_state(*_accuracy(
+            self.generator_metrics["mlm_loss"].update_state(losses["mlm_loss"])
+            self.generator_metrics["gen_acc"].update_state(*accuracy(
                 outputs["mlm_logits"], outputs["mlm_labels"], outputs["mlm_weights"]))
-        mask = tf.cast(outputs["input_mask"], tf.float32)
-        if self.discriminator_head is not None:
-            self.disc_loss_tracker.update_state(losses["disc_loss"])
-            labels, weights = outputs["replaced"], tf.cast(outputs["disc_weights"], tf.float32)
-            probs = tf.sigmoid(tf.cast(outputs["disc_logits"], tf.float32))
-            self.disc_auc.update_state(labels, probs, sample_weight=weights)
-            disc_correct = tf.cast(tf.equal(tf.cast(probs > 0.5, tf.int32), labels),
-                                   tf.float32)
-            self.disc_accuracy.update_state(disc_correct, sample_weight=weights)
-        else:
-            self.main_loss_tracker.update_state(losses["main_loss"])
-            if self.copy_gate is not None:  # scored on every token; argmax of the softmax
-                scored = (outputs["main_logits"], outputs["input_ids"], mask)
-            else:
-                scored = (outputs["main_logits"], outputs["mlm_labels"], outputs["mlm_weights"])
-            self.main_accuracy.update_state(*_accuracy(*scored))
-        if "replaced" in outputs:
-            self.replaced_fraction.update_state(tf.cast(outputs["replaced"], tf.float32),
-                                                sample_weight=mask)
+        self.objective.update_metrics(self.encoder_metrics, outputs, losses)
+        if self.replaced_fraction is not None:
+            self.replaced_fraction.update_state(
+                tf.cast(outputs["replaced"], tf.float32),
+                sample_weight=tf.cast(outputs["input_mask"], tf.float32))
 
     def _logs(self):
         logs = {m.name: m.result() for m in self.metrics}
@@ -297,21 +251,3 @@ class ElectraPretrainer(keras.Model):
         return cls(ElectraConfig.from_dict(config["config"]),
                    activation=config.get("activation", "gelu"), name=config.get("name"))
 
-
-def _tied_mlm_head(encoder, initializer, name):
-    """keras-hub's `MaskedLMHead` whose output layer is `encoder`'s word matrix transposed
-    (plus its own bias): dense(embedding, GELU) -> LayerNorm -> logits."""
-    return keras_hub.layers.MaskedLMHead(
-        token_embedding=encoder.embeddings.token_embedding, intermediate_activation="gelu",
-        layer_norm_epsilon=encoder.layer_norm_epsilon, kernel_initializer=initializer,
-        name=name,
-        # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
-        # fails; a float32 head works (the vocabulary matmul stays in the tied embedding's
-        # precision) and keeps the MLM softmax in float32.
-        dtype="float32")
-
-
-def _accuracy(logits, labels, weights):
-    """(per-slot correctness, weights) of the argmax prediction, for a `Mean` metric."""
-    predicted = tf.argmax(logits, -1, output_type=tf.int32)
-    return tf.cast(tf.equal(predicted, labels), tf.float32), weights

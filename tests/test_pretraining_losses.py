@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretraining import objectives
+from electra_tf.pretraining import losses, masking, sampling
 
 
 def uniform(n, seed):
@@ -13,7 +13,7 @@ def test_sample_follows_the_softmax_and_passes_no_gradient():
     probs = np.array([0.7, 0.2, 0.1, 0.0], np.float32)
     logits = tf.Variable(np.log(probs + 1e-12)[None, None, :].repeat(4000, axis=1))
     with tf.GradientTape() as tape:
-        sample = objectives.sample_tokens(logits, uniform(4000, 0))
+        sample = sampling.sample_tokens(logits, uniform(4000, 0))
         loss = tf.reduce_sum(tf.cast(sample, tf.float32))
     assert tape.gradient(loss, logits) is None
     frequencies = np.bincount(sample.numpy().ravel(), minlength=4) / 4000
@@ -22,14 +22,14 @@ def test_sample_follows_the_softmax_and_passes_no_gradient():
 
 def test_temperature_sharpens_sampling():
     logits = tf.constant(np.log([[[0.6, 0.4]]] * 1).repeat(4000, axis=1), tf.float32)
-    cold = objectives.sample_tokens(logits, uniform(4000, 1), temperature=0.1)
+    cold = sampling.sample_tokens(logits, uniform(4000, 1), temperature=0.1)
     assert (cold.numpy() == 0).mean() > 0.95
 
 
 def test_sample_inverts_the_cdf_and_never_picks_impossible_ids():
     logits = tf.constant(np.log([[[0.5, 0.0, 0.25, 0.25]]] * 1).repeat(5, axis=1), tf.float32)
     draws = tf.constant([[0.0, 0.49, 0.5, 0.74, 0.9999999]])
-    assert objectives.sample_tokens(logits, draws).numpy().tolist() == [[0, 0, 2, 2, 3]]
+    assert sampling.sample_tokens(logits, draws).numpy().tolist() == [[0, 0, 2, 2, 3]]
 
 
 def test_replaced_only_where_the_sample_differs():
@@ -37,7 +37,7 @@ def test_replaced_only_where_the_sample_differs():
     positions = tf.constant([[1, 2, 0]])
     sampled = tf.constant([[10, 99, 55]])  # same as original at 1; differs at 2; slot unused
     weights = tf.constant([[1.0, 1.0, 0.0]])
-    corrupted, labels = objectives.replace_tokens(ids, positions, sampled, weights)
+    corrupted, labels = sampling.replace_tokens(ids, positions, sampled, weights)
     assert corrupted.numpy().tolist() == [[2, 10, 99, 12, 3, 0]]
     assert labels.numpy().tolist() == [[0, 0, 1, 0, 0, 0]]
 
@@ -49,7 +49,7 @@ def test_discriminator_loss_averages_over_real_tokens_only():
     def bce(z, y):
         return max(z, 0) - z * y + np.log1p(np.exp(-abs(z)))
     expected = (bce(0.0, 0) + bce(2.0, 1) + bce(-1.0, 0)) / 3
-    np.testing.assert_allclose(objectives.discriminator_loss(logits, labels, mask), expected,
+    np.testing.assert_allclose(losses.discriminator_loss(logits, labels, mask), expected,
                                rtol=1e-5)
 
 
@@ -58,14 +58,14 @@ def test_mlm_loss_averages_over_used_slots():
     labels = tf.constant([[0, 1, 1]])
     weights = tf.constant([[1.0, 1.0, 0.0]])
     expected = (np.log1p(np.exp(-2.0)) + np.log(2.0)) / 2
-    np.testing.assert_allclose(objectives.mlm_loss(logits, labels, weights), expected,
+    np.testing.assert_allclose(losses.mlm_loss(logits, labels, weights), expected,
                                rtol=1e-5)
 
 
 def test_chosen_positions_mask_marks_used_slots_only():
     positions = tf.constant([[3, 1, 0], [2, 0, 0]])
     weights = tf.constant([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # unused slots point at 0
-    mask = objectives.chosen_positions_mask(positions, weights, 5)
+    mask = masking.chosen_positions_mask(positions, weights, 5)
     assert mask.numpy().tolist() == [[0, 1, 0, 1, 0], [0, 0, 1, 0, 0]]
 
 
@@ -80,13 +80,13 @@ def test_copy_mlm_loss_mixes_copying_the_input_and_the_softmax():
     kept = gate[0] * 1.0 + (1 - gate[0]) * softmax[0, 0]  # copying is right here
     replaced = (1 - gate[1]) * softmax[1, 2]  # copying the input would be wrong
     expected = -(np.log(kept) + np.log(replaced)) / 2
-    loss = objectives.copy_mlm_loss(logits, copy_logits, input_ids, labels, weights)
+    loss = losses.copy_mlm_loss(logits, copy_logits, input_ids, labels, weights)
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
 
 
 def test_copy_mlm_loss_is_stable_for_confident_gates():
     logits = tf.constant([[[50.0, -50.0]]])
     for copy_logit, label in ((80.0, 0), (-80.0, 1), (80.0, 1)):
-        loss = objectives.copy_mlm_loss(logits, tf.constant([[copy_logit]]), tf.constant([[0]]),
+        loss = losses.copy_mlm_loss(logits, tf.constant([[copy_logit]]), tf.constant([[0]]),
                                         tf.constant([[label]]), tf.constant([[1.0]]))
         assert np.isfinite(loss.numpy())
