@@ -2,7 +2,6 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 # Test processes; --dist loadfile keeps each file's module fixtures in one process.
 TEST_WORKERS ?= 2
@@ -14,9 +13,11 @@ DEMO_FLAGS ?= --preset small --vocab_size 8192 --batch_size 32 --train_steps 200
 
 .PHONY: pretrain test clean-demo
 
-$(VENV)/.runtime: requirements.txt
+# The package itself is installed editable, with its console commands (electra-pretrain, ...).
+$(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt requirements-beam.txt

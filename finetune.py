@@ -1,63 +1,6 @@
-r"""Fine-tunes a pretrained ELECTRA discriminator on a task and evaluates it.
+"""`electra-finetune` from a checkout: `python finetune.py --help`."""
 
-Examples:
-  python finetune.py --init_checkpoint runs/x --task text_classification \
-      --train_file train.jsonl --eval_file dev.jsonl --model_dir runs/x-sent
-  python finetune.py --init_checkpoint runs/x --task sst2 \
-      --train_file glue/SST-2/train.tsv --eval_file glue/SST-2/dev.tsv --model_dir runs/x-sst2
-  python finetune.py --init_checkpoint runs/x --task tagging --train_file train.conll \
-      --eval_file dev.conll --model_dir runs/x-ner
-Defaults follow the official recipe (AdamW, lr 1e-4 / 3e-4 for small, layer-wise decay 0.8 /
-0.9 for large, 10% warmup, batch 32, 3 epochs / 10 for RTE and STS-B, length 128).
-"""
-
-from absl import app, flags
-
-from electra_tf import cli
-from electra_tf.errors import TaskDataError
-from electra_tf.finetuning import run, tasks
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("init_checkpoint", None, "Pretraining run directory (or a checkpoint "
-                    "in one) whose discriminator is fine-tuned.")
-flags.DEFINE_string("train_file", None, "Training data (.jsonl, .csv, .tsv, GLUE .tsv, or "
-                    "CoNLL for tagging).")
-flags.DEFINE_string("eval_file", None, "Evaluation data, same format.")
-flags.DEFINE_string("model_dir", None, "Output directory.")
-flags.DEFINE_bool("random_init", False, "Keep the architecture and vocab but start from "
-                  "random weights (the no-pretraining baseline).")
-
-_HELP = {
-    "task": f"One of: {', '.join(tasks.TASKS)}.",
-    "epochs": "Training epochs (task default: 3, 10 for RTE/STS-B).",
-    "learning_rate": "Peak learning rate (default 1e-4, 3e-4 for small encoders).",
-    "layerwise_decay": "Layer-wise learning-rate decay (default 0.8, 0.9 for 24 layers).",
-    "official_layerwise_decay_bug": "Reproduce the official code's top-layer lr x decay^2.",
-    "num_trials": "Independent runs with seeds seed, seed+1, ...; median and spread reported.",
-    "tag_column": "CoNLL column holding the tag (default: the last).",
-    "tfds_name": "A prepared TFDS dataset, e.g. glue/sst2 (read from --data_dir, never "
-                 "downloaded); replaces --train_file/--eval_file.",
-    "data_dir": "TFDS data directory holding the prepared --tfds_name.",
-}
-cli.define_dataclass_flags(run.FinetuneConfig, _HELP, lambda f: f"Default: {f.default!r}.")
-cli.define_runtime_flags()
-
-
-def main(argv):
-    del argv
-    if not FLAGS.tfds_name and not (FLAGS.train_file and FLAGS.eval_file):
-        raise TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
-                                  "--data_dir) for a prepared TensorFlow Datasets dataset.")
-    cfg = run.FinetuneConfig(**cli.dataclass_overrides(run.FinetuneConfig))
-    results = run.finetune(cfg, FLAGS.init_checkpoint, FLAGS.train_file, FLAGS.eval_file,
-                           FLAGS.model_dir, FLAGS.random_init, cli.runtime_options())
-    print(f"\n{results['task']}: " + ", ".join(
-        f"{k} {v['median']:.4f} (median of {len(results['trials'])}, spread "
-        f"{v['min']:.4f}-{v['max']:.4f})" for k, v in results["summary"].items()))
-    print(f"Results: {FLAGS.model_dir}/eval_results.json, predictions: "
-          f"{FLAGS.model_dir}/predictions.jsonl")
-
+from electra_tf_cli.finetune import main
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["init_checkpoint", "model_dir"])
-    app.run(cli.run_main(main))
+    main()

@@ -21,25 +21,26 @@ pretraining and reuses finished fine-tuning results. The recipe (flags below) is
 before looking at results and is the same for every objective.
 """
 
-import json
-import os
-import pathlib
-import sys
-import time
+from electra_tf_cli import common
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+common.quiet_tensorflow()
 
-from absl import app, flags  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import time  # noqa: E402
 
-from electra_tf import cli, files  # noqa: E402
+from absl import flags  # noqa: E402
+
+from electra_tf import files  # noqa: E402
 from electra_tf.config import ElectraConfig  # noqa: E402
-from electra_tf.errors import ConfigError, check_choice  # noqa: E402
 from electra_tf.data import build_pretraining_data as builder  # noqa: E402
-from electra_tf.finetuning import run as finetuning  # noqa: E402
+from electra_tf.errors import ConfigError, check_choice  # noqa: E402
+from electra_tf.finetuning.config import FinetuneConfig  # noqa: E402
 from electra_tf.pretraining import flops  # noqa: E402
 from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
-from electra_tf.pretraining import run as pretraining  # noqa: E402
-from electra_tf.text import build_vocab as vocab_cli  # noqa: E402
+from electra_tf.runs import finetune as finetuning  # noqa: E402
+from electra_tf.runs import pretrain as pretraining  # noqa: E402
 from electra_tf.text import vocab as vocab_lib  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def shared_data(output_dir: str) -> tuple:
     vocab_path = os.path.join(data_dir, "vocab.txt")
     if not os.path.isfile(vocab_path):
         os.makedirs(data_dir, exist_ok=True)
-        vocab_cli.build_vocab(FLAGS.corpus, vocab_path, FLAGS.vocab_size, lower_case=True)
+        vocab_lib.build_vocab(FLAGS.corpus, vocab_path, FLAGS.vocab_size, lower_case=True)
     manifest = builder.load_manifest(data_dir)
     if manifest is None:
         manifest = builder.build_pretraining_data(
@@ -127,7 +128,7 @@ def finetune(name: str, init_checkpoint: str, random_init: bool) -> dict:
     model_dir = os.path.join(FLAGS.output_dir, "finetune", name)
     results_path = os.path.join(model_dir, "eval_results.json")
     if not os.path.isfile(results_path):
-        cfg = finetuning.FinetuneConfig(task="text_classification", max_seq_length=64,
+        cfg = FinetuneConfig(task="text_classification", max_seq_length=64,
                                         num_trials=FLAGS.seeds)
         finetuning.finetune(cfg, init_checkpoint, FLAGS.train_file, FLAGS.eval_file,
                             model_dir, random_init=random_init)
@@ -219,4 +220,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(cli.run_main(main))
+    common.run(main, __doc__)

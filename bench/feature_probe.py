@@ -12,18 +12,14 @@ fine-tuning recipe is wrong".
 """
 
 import json
-import pathlib
-import sys
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from electra_tf.finetuning import tasks  # noqa: E402
+from electra_tf import run_dir  # noqa: E402
+from electra_tf.finetuning import readers, tasks  # noqa: E402
 from electra_tf.finetuning.features import Encoder  # noqa: E402
-from electra_tf.finetuning.run import load_encoder, locate_pretrained  # noqa: E402
 from electra_tf.text.tokenizer import make_tokenizer  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -62,13 +58,12 @@ def probe_accuracy(train_x, train_y, eval_x, eval_y, num_labels, epochs, seed) -
 def main(argv):
     del argv
     task = tasks.get_task("text_classification")
-    read = lambda path: tasks.read_sequence_examples(task, path, "text", "text_pair",  # noqa
-                                                     "label")
+    read = lambda path: readers.read_sequence_examples(task, path)  # noqa: E731
     train, evaluation = read(FLAGS.train_file), read(FLAGS.eval_file)
-    labels = tasks.infer_labels(task, train)
-    tasks.check_labels(evaluation, labels, task.kind)
+    labels = task.kind.labels(task, train)
+    task.kind.check_labels(evaluation, labels)
     index = {label: i for i, label in enumerate(labels)}
-    pretrained = locate_pretrained(FLAGS.init_checkpoint)
+    pretrained = run_dir.open_pretrained(FLAGS.init_checkpoint)
     config = pretrained.config
     packer = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,
                                     config.strip_accents),
@@ -81,7 +76,7 @@ def main(argv):
     results = {}
     for name, source in (("pretrained", pretrained), ("random", None)):
         keras.utils.set_random_seed(FLAGS.seed)
-        encoder = load_encoder(source, config, dropout=0.0)
+        encoder = run_dir.load_encoder(source, config, dropout=0.0)
         train_features = pooled_features(encoder, encode(train))
         eval_features = pooled_features(encoder, encode(evaluation))
         results[name] = {

@@ -19,9 +19,6 @@ import statistics
 import subprocess
 import sys
 import time
-import pathlib
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
@@ -33,7 +30,7 @@ from electra_tf.config import ElectraConfig  # noqa: E402
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
 from electra_tf.pretraining import losses, sampling  # noqa: E402
 from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
-from electra_tf.pretraining.run import build_model  # noqa: E402
+from electra_tf.runs.pretrain import build_model  # noqa: E402
 from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
 
 FLAGS = flags.FLAGS

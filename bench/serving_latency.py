@@ -13,10 +13,7 @@ import json
 import os
 import pathlib
 import statistics
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)

@@ -12,6 +12,7 @@ Example:
 
 import dataclasses
 import json
+from typing import Optional
 
 from electra_tf import files
 from electra_tf.errors import ConfigError, check_choice
@@ -19,7 +20,10 @@ from electra_tf.errors import ConfigError, check_choice
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
 RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints",
-                              "grad_accum_steps"})
+                              "grad_accum_steps", "preset_name"})
+# The architecture fields that make a preset's size.
+_SIZE_FIELDS = ("embedding_size", "hidden_size", "num_layers", "num_heads",
+                "intermediate_size")
 TIE_EMBEDDINGS = ("all", "token", "none")
 # "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
 # (the official `uniform_generator` ablation: nothing to learn).
@@ -34,6 +38,9 @@ class ElectraConfig:
     feed-forward size and heads), with the same depth, as in the official code.
     """
 
+    # The preset the model was built from (`preset`), or for converted models the one
+    # whose size it has; None for other sizes. Fine-tuning picks its recipe by it.
+    preset_name: Optional[str] = None
     # Discriminator architecture (the generator is derived from it).
     vocab_size: int = 30522
     embedding_size: int = 128
@@ -113,7 +120,14 @@ class ElectraConfig:
             raise ConfigError(
                 f"Unknown preset {name!r}; choose one of {', '.join(PRESETS)}."
             )
-        return dataclasses.replace(PRESETS[name], **overrides).validated()
+        return dataclasses.replace(PRESETS[name], preset_name=name, **overrides).validated()
+
+    def matching_preset(self) -> Optional[str]:
+        """The first preset with this model's size (embedding, hidden, layers, heads, FFN),
+        else None (small++ has small's size)."""
+        size = tuple(getattr(self, field) for field in _SIZE_FIELDS)
+        return next((name for name, preset in PRESETS.items()
+                     if tuple(getattr(preset, field) for field in _SIZE_FIELDS) == size), None)
 
     def replace(self, **overrides) -> "ElectraConfig":
         return dataclasses.replace(self, **overrides).validated()

@@ -1,46 +1,6 @@
-r"""Exports a fine-tuned model as a TF Serving model version that takes raw text.
+"""`electra-export-classifier` from a checkout: `python export/export_classifier.py --help`."""
 
-  python export/export_classifier.py --checkpoint runs/x-sent \
-      --output exports/serving/sentiment/1
-
-writes the SavedModel of the run's best trial to exports/serving/sentiment/1 (pass the base
-directory exports/serving/sentiment to take the next free version), with TF Serving warm-up
-requests in assets.extra/. Classification returns probabilities, label_id and label;
-regression a score; tagging tags per word. See export/serving/README.md to serve it.
-"""
-
-import os
-import sys
-
-from absl import app, flags
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from electra_tf import cli  # noqa: E402
-from electra_tf.export import classifier as export_lib  # noqa: E402
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "A fine-tuning run directory (finetune.py's "
-                    "--model_dir).")
-flags.DEFINE_string("output", None, "A version directory (<base>/<N>) or a model base "
-                    "directory (the next version number is used).")
-flags.DEFINE_integer("trial", None, "Trial to export (default: the best one).")
-flags.DEFINE_integer("versions", 0, "Keep this many newest versions under the base "
-                     "directory, the new one included, removing older ones (0: keep all).")
-flags.DEFINE_string("model_name", None, "Model name in the warm-up requests (default: the "
-                    "base directory's name, as in models.config).")
-
-
-def main(argv):
-    del argv
-    result = export_lib.export_classifier(FLAGS.checkpoint, FLAGS.output, FLAGS.trial,
-                                          FLAGS.versions, FLAGS.model_name)
-    print(f"Model {result['model_name']!r} version {result['version']}: {result['path']}")
-    print(f"Signatures: {', '.join(result['signatures'])}")
-    if result["removed"]:
-        print(f"Removed older versions: {', '.join(map(str, result['removed']))}")
-
+from electra_tf_cli.export_classifier import main
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["checkpoint", "output"])
-    app.run(cli.run_main(main))
+    main()

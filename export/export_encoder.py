@@ -1,36 +1,6 @@
-r"""Exports a pretraining run's discriminator as TF Hub-style SavedModels.
+"""`electra-export-encoder` from a checkout: `python export/export_encoder.py --help`."""
 
-  python export/export_encoder.py --checkpoint runs/x --output exports/electra_x
-
-writes exports/electra_x/encoder (the discriminator alone; TF Hub BERT-encoder I/O) and
-exports/electra_x/preprocess (raw strings -> input_word_ids/input_mask/input_type_ids).
-Load them with `import tensorflow_text` first (the tokenizer's ops live there).
-"""
-
-import os
-import sys
-
-from absl import app, flags
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from electra_tf import cli  # noqa: E402
-from electra_tf.export import encoder as export_lib  # noqa: E402
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "A pretraining (or converted) run directory, or a "
-                    "checkpoint inside one.")
-flags.DEFINE_string("output", None, "Directory to write encoder/ and preprocess/ into.")
-flags.DEFINE_integer("seq_length", 128, "Length the preprocessor's default signature pads "
-                     "to (bert_pack_inputs takes any seq_length).")
-
-
-def main(argv):
-    del argv
-    paths = export_lib.export_encoder(FLAGS.checkpoint, FLAGS.output, FLAGS.seq_length)
-    print(f"Encoder: {paths['encoder']}\nPreprocessor: {paths['preprocess']}")
-
+from electra_tf_cli.export_encoder import main
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["checkpoint", "output"])
-    app.run(cli.run_main(main))
+    main()

@@ -62,7 +62,7 @@ def shards(tmp_path_factory, vocab_path):
 def pretrained_dir(tmp_path_factory, shards, vocab_path):
     """A tiny pretraining run directory (20 steps), as finetune.py's --init_checkpoint."""
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretraining import run as pretrain_run
+    from electra_tf.runs import pretrain as pretrain_run
 
     model_dir = str(tmp_path_factory.mktemp("pretrained"))
     config = ElectraConfig.preset("tiny", train_steps=20, batch_size=8)

@@ -88,18 +88,18 @@ def hf_outputs(models, ids, mask, segments):
 
 def our_outputs(run, ids, mask, segments):
     """The same outputs from our model restored from run directory `run`."""
-    from electra_tf.convert import run_dir
+    from electra_tf.convert import weights
 
-    model, _, parts = run_dir.load_run(run)
+    parts, _ = weights.load_run(run)
     inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": segments}
-    sequence = model.discriminator(inputs, training=False)["sequence_output"]
+    sequence = parts.discriminator(inputs, training=False)["sequence_output"]
     outputs = {"sequence_output": sequence.numpy()}
-    if parts["discriminator_head"]:
-        outputs["disc_logits"] = model.discriminator_head(sequence).numpy()
-    if parts["generator"]:
-        generated = model.generator(inputs, training=False)["sequence_output"]
+    if parts.discriminator_head is not None:
+        outputs["disc_logits"] = parts.discriminator_head(sequence).numpy()
+    if parts.generator is not None:
+        generated = parts.generator(inputs, training=False)["sequence_output"]
         positions = np.tile(np.arange(ids.shape[1], dtype=np.int32), (ids.shape[0], 1))
-        outputs["mlm_logits"] = model.generator_head(generated,
+        outputs["mlm_logits"] = parts.generator_head(generated,
                                                      mask_positions=positions).numpy()
     return outputs
 
@@ -107,9 +107,9 @@ def our_outputs(run, ids, mask, segments):
 def assert_same_weights(run_a, run_b):
     """Both run directories hold bit-identical weights under the same official names;
     returns them."""
-    from electra_tf.convert import run_dir
+    from electra_tf.convert import weights
 
-    before, after = run_dir.read_run(str(run_a))[2], run_dir.read_run(str(run_b))[2]
+    before, after = weights.read_run(str(run_a))[2], weights.read_run(str(run_b))[2]
     assert sorted(before) == sorted(after)
     for name in before:
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)

@@ -23,7 +23,7 @@ def main(strategy_name, data, vocab, model_dir, overrides="{}"):
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretraining import run
+    from electra_tf.runs import pretrain as run
     from electra_tf.training import runtime
 
     options = runtime.RuntimeOptions(strategy=strategy_name)

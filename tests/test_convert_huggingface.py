@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 import transformers  # noqa: E402
 
 from electra_tf.config import ConfigError  # noqa: E402
-from electra_tf.convert import api, official_names, run_dir  # noqa: E402
+from electra_tf.convert import api, official_names  # noqa: E402
+from electra_tf.convert import weights as run_weights  # noqa: E402
 from tests import convert_fixtures as fx  # noqa: E402
 
 
@@ -57,7 +58,7 @@ def test_ours_to_huggingface_loads_in_transformers_and_round_trips_exactly(tmp_p
 
 
 def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
-    from electra_tf.finetuning.run import load_encoder, locate_pretrained
+    from electra_tf.run_dir import load_encoder, open_pretrained
 
     disc, _ = fx.random_hf_models(seed=4)
     base = transformers.ElectraModel(disc.config)
@@ -66,7 +67,7 @@ def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
     fx.write_vocab(tmp_path / "base")
     report = api.from_huggingface(str(tmp_path / "base"), str(tmp_path / "ours"))
     assert not report["generator"] and not report["discriminator_head"]
-    pretrained = locate_pretrained(str(tmp_path / "ours"))
+    pretrained = open_pretrained(str(tmp_path / "ours"))
     encoder = load_encoder(pretrained, pretrained.config, dropout=0.0)
     ids, mask, segments = fx.batch()
     ours = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": segments})
@@ -110,8 +111,9 @@ def test_every_variable_of_our_model_has_a_huggingface_name():
     from electra_tf.config import ElectraConfig
     from electra_tf.convert import huggingface
 
-    model = run_dir.build_pretrainer(ElectraConfig.preset("tiny", vocab_size=len(fx.VOCAB)))
-    names = official_names.pretrainer_weights(model)
+    parts = run_weights.build_parts(ElectraConfig.preset("tiny", vocab_size=len(fx.VOCAB)),
+                                    with_generator=True, with_head=True)
+    model, names = parts.model, parts.weights()
     covered = {id(v) for v in names.values()}
     assert all(id(v) in covered for v in model.weights if v.trainable)
     hf = transformers.ElectraForPreTraining(transformers.ElectraConfig(
@@ -126,13 +128,13 @@ def test_cli_reports_and_fails_in_one_line(tmp_path):
     disc_dir, gen_dir = fx.save_hf(fx.random_hf_models(), tmp_path / "hf")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
-        [sys.executable, "-m", "electra_tf.convert", "--from", "huggingface", "--checkpoint",
+        [sys.executable, "-m", "electra_tf_cli.convert", "--from", "huggingface", "--checkpoint",
          disc_dir, "--generator", gen_dir, "--output", str(tmp_path / "ours")],
         capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Mapped 80 variables (discriminator + head + generator)" in done.stdout
     failed = subprocess.run(
-        [sys.executable, "-m", "electra_tf.convert", "--from", "huggingface", "--checkpoint",
+        [sys.executable, "-m", "electra_tf_cli.convert", "--from", "huggingface", "--checkpoint",
          str(tmp_path), "--output", str(tmp_path / "x")], capture_output=True, text=True,
         env=env)
     assert failed.returncode == 2
@@ -142,19 +144,19 @@ def test_cli_reports_and_fails_in_one_line(tmp_path):
 
 def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, pretrained_dir,
                                                                        shards):
-    from electra_tf.pretraining import run
+    from electra_tf.runs import pretrain as run
 
     api.to_huggingface(str(pretrained_dir), str(tmp_path / "hf"))
     api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "again"),
                          generator=str(tmp_path / "hf" / "generator"))
     original = fx.assert_same_weights(pretrained_dir, tmp_path / "again")
 
-    config = run_dir.load_run(str(tmp_path / "again"))[1].config.replace(
+    config = run_weights.load_run(str(tmp_path / "again"))[1].config.replace(
         max_seq_length=64, batch_size=4, train_steps=2, warmup_steps=1, checkpoint_every=2)
     results = run.train(config, str(tmp_path / "again"), shards[0], eval_batches=1, verbose=0)
     assert results["step"] == 2 and np.isfinite(results["eval"]["loss"])
     # Two Adam steps at lr <= 5e-4 move each weight by ~1e-3: it continued from the weights.
-    trained = run_dir.read_run(str(tmp_path / "again"))[2]
+    trained = run_weights.read_run(str(tmp_path / "again"))[2]
     name = "electra/encoder/layer_1/intermediate/dense/kernel"
     change = np.abs(trained[name] - original[name]).max()
     assert 0 < change < 5e-3, change
@@ -169,15 +171,17 @@ def test_runs_of_other_objectives_publish_their_encoder_alone(tmp_path, ablation
 
     from electra_tf.config import ElectraConfig
     from electra_tf.text import vocab as vocab_lib
-    from electra_tf.training.checkpointing import make_checkpoint
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.run_dir import pretraining_checkpoint
 
     run = tmp_path / "run"
     fx.write_vocab(run)
     config = ElectraConfig.preset("tiny", vocab_size=len(fx.VOCAB), max_position_embeddings=64,
                                   **vocab_lib.special_token_ids(fx.VOCAB), **ablation)
     config.save(str(run / "config.json"))
-    model = run_dir.build_pretrainer(config)
-    tf.train.CheckpointManager(make_checkpoint(model), str(run / "checkpoints"), 1).save(0)
+    model = ElectraPretrainer(config)
+    model.build_all()
+    tf.train.CheckpointManager(pretraining_checkpoint(model), str(run / "checkpoints"), 1).save(0)
 
     assert api.to_huggingface(str(run), str(tmp_path / "hf")) == [str(tmp_path / "hf")]
     hf = transformers.ElectraModel.from_pretrained(str(tmp_path / "hf")).eval()

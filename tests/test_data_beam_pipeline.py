@@ -40,7 +40,7 @@ def corpus_pattern(tmp_path):
 
 
 def build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards):
-    command = [sys.executable, "-m", "electra_tf.data.build_pretraining_data",
+    command = [sys.executable, "-m", "electra_tf_cli.build_data",
                "--runner", "DirectRunner", "--corpus", corpus_pattern, "--vocab", vocab_path,
                "--output_dir", str(output_dir), "--max_seq_length", "32", "--seed", "7",
                "--num_shards", str(num_shards),
@@ -79,7 +79,7 @@ def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern
 
 
 def test_a_pattern_matching_nothing_is_a_clear_error(tmp_path, vocab_path):
-    command = [sys.executable, "-m", "electra_tf.data.build_pretraining_data",
+    command = [sys.executable, "-m", "electra_tf_cli.build_data",
                "--runner", "DirectRunner", "--corpus", str(tmp_path / "none*.txt"),
                "--vocab", vocab_path, "--output_dir", str(tmp_path / "out")]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)

@@ -12,7 +12,10 @@ import tensorflow as tf
 
 from conftest import DEMO, ROOT, saved_model_cli
 from electra_tf.export import classifier as export_lib
-from electra_tf.finetuning import features, run
+from electra_tf import run_dir
+from electra_tf.finetuning import features
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.runs.finetune import finetune
 
 # Empty, very long, Korean and emoji texts; pairs given, empty (a single text) and mixed.
 TEXTS = ["", "the food was great and the service friendly", "word " * 400,
@@ -38,21 +41,21 @@ def finetuned(pretrained_dir, tmp_path_factory):
         if i % 2:
             row["text_pair"] = rows[i - 1]["text"]
     data = jsonl(root / "cls.jsonl", rows)
-    cfg = run.FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
                              epochs=1)
-    run.finetune(cfg, pretrained_dir, data, data, str(root / "cls"))
+    finetune(cfg, pretrained_dir, data, data, str(root / "cls"))
 
     scores = jsonl(root / "reg.jsonl",
                    [{"text": f"score {i % 5}", "label": float(i % 5)} for i in range(32)])
-    cfg = run.FinetuneConfig(task="text_regression", max_seq_length=16, batch_size=16,
+    cfg = FinetuneConfig(task="text_regression", max_seq_length=16, batch_size=16,
                              epochs=1)
-    run.finetune(cfg, pretrained_dir, scores, scores, str(root / "reg"))
+    finetune(cfg, pretrained_dir, scores, scores, str(root / "reg"))
 
     conll = root / "ner.conll"
     sentences = open(DEMO / "japanese_ner" / "train.conll", encoding="utf-8").read()
     conll.write_text("\n\n".join(sentences.split("\n\n")[:24]) + "\n\n", encoding="utf-8")
-    cfg = run.FinetuneConfig(task="tagging", max_seq_length=24, batch_size=8, epochs=1)
-    run.finetune(cfg, pretrained_dir, str(conll), str(conll), str(root / "ner"))
+    cfg = FinetuneConfig(task="tagging", max_seq_length=24, batch_size=8, epochs=1)
+    finetune(cfg, pretrained_dir, str(conll), str(conll), str(root / "ner"))
     return root
 
 
@@ -83,11 +86,11 @@ def restore(model_dir):
     """The fine-tuned Keras model and the training-side (eager, numpy) feature encoder."""
     from electra_tf.text.tokenizer import make_tokenizer
 
-    restored = run.load_finetuned(model_dir)
+    restored = run_dir.load_finetuned(model_dir)
     tokenizer = make_tokenizer(restored.vocab_path, restored.encoder_config.lower_case,
                                restored.encoder_config.strip_accents)
     return restored, features.Encoder(tokenizer, restored.special_ids,
-                                      restored.cfg.max_seq_length)
+                                      restored.max_seq_length)
 
 
 def test_classifier_version_serves_raw_text_like_the_keras_model(finetuned, tmp_path):
@@ -129,7 +132,7 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, tmp_path):
     saved = sum(int(np.prod(shape)) for name, shape in
                 tf.train.list_variables(str(path / "variables" / "variables"))
                 if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
-    model = run.load_finetuned(str(finetuned / "cls")).model
+    model = run_dir.load_finetuned(str(finetuned / "cls")).model
     assert saved == sum(int(np.prod(v.shape)) for v in model.variables)
 
     records = list(tf.data.TFRecordDataset(str(path / export_lib.WARMUP_FILE)))

@@ -24,10 +24,10 @@ def exported(tmp_path_factory, pretrained_dir):
 def reference_outputs(pretrained_dir, seq_length=32):
     """The in-training model's outputs on TEXTS and (TEXTS, PAIRS), as fine-tuning encodes."""
     from electra_tf.finetuning.features import Encoder
-    from electra_tf.finetuning.run import load_encoder, locate_pretrained
+    from electra_tf.run_dir import load_encoder, open_pretrained
     from electra_tf.text.tokenizer import make_tokenizer
 
-    pretrained = locate_pretrained(pretrained_dir)
+    pretrained = open_pretrained(pretrained_dir)
     config = pretrained.config
     encoder = load_encoder(pretrained, config, dropout=config.dropout)
     packer = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,

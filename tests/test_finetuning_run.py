@@ -12,7 +12,10 @@ import pytest
 from conftest import DEMO, ROOT
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
-from electra_tf.finetuning import models, run
+from electra_tf import run_dir
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.layers.task_models import SequenceClassifier
+from electra_tf.runs.finetune import finetune
 from electra_tf.training import runtime
 
 
@@ -29,9 +32,9 @@ def test_text_classification_writes_results_predictions_and_best_checkpoint(
     train = head(str(DEMO / "sentiment" / "train.jsonl"), 160, tmp_path / "train.jsonl")
     dev = head(str(DEMO / "sentiment" / "dev.jsonl"), 64, tmp_path / "dev.jsonl")
     out = str(tmp_path / "ft")
-    cfg = run.FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
                              epochs=2, num_trials=2)
-    results = run.finetune(cfg, pretrained_dir, train, dev, out)
+    results = finetune(cfg, pretrained_dir, train, dev, out)
     assert [t["seed"] for t in results["trials"]] == [0, 1]
     assert 0.0 <= results["summary"]["accuracy"]["median"] <= 1.0
     assert json.load(open(os.path.join(out, "labels.json"))) == ["0", "1"]
@@ -53,14 +56,14 @@ def test_regression_and_tagging_run(pretrained_dir, tmp_path):
     rows = [{"text": f"score {i % 5}", "label": float(i % 5)} for i in range(48)]
     path = tmp_path / "reg.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = run.FinetuneConfig(task="text_regression", max_seq_length=16, batch_size=16, epochs=1)
-    results = run.finetune(cfg, pretrained_dir, str(path), str(path), str(tmp_path / "reg"))
+    cfg = FinetuneConfig(task="text_regression", max_seq_length=16, batch_size=16, epochs=1)
+    results = finetune(cfg, pretrained_dir, str(path), str(path), str(tmp_path / "reg"))
     assert set(results["summary"]) == {"pearson", "spearman"}
 
     train = head(str(DEMO / "japanese_ner" / "train.conll"), 40, tmp_path / "train.conll")
     dev = head(str(DEMO / "japanese_ner" / "dev.conll"), 16, tmp_path / "dev.conll")
-    cfg = run.FinetuneConfig(task="tagging", max_seq_length=64, batch_size=8, epochs=1)
-    results = run.finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "ner"))
+    cfg = FinetuneConfig(task="tagging", max_seq_length=64, batch_size=8, epochs=1)
+    results = finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "ner"))
     assert {"span_f1", "span_precision", "span_recall", "accuracy"} <= set(results["summary"])
     predictions = [json.loads(l) for l in open(tmp_path / "ner" / "predictions.jsonl")]
     assert all(len(p["prediction"]) == len(p["label"]) for p in predictions)
@@ -73,7 +76,7 @@ def test_checkpoint_not_matching_its_config_is_refused(pretrained_dir, tmp_path)
     config["intermediate_size"] = 96
     (broken / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="does not match the encoder"):
-        run.load_encoder(run.locate_pretrained(str(broken)),
+        run_dir.load_encoder(run_dir.open_pretrained(str(broken)),
                          ElectraConfig.from_dict(config), 0.1)
 
 
@@ -104,10 +107,10 @@ def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tm
     path = tmp_path / "squad.json"
     path.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [
         {"context": context, "qas": qas}]}]}))
-    cfg = run.FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12, batch_size=8,
+    cfg = FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12, batch_size=8,
                              epochs=1)
     out = tmp_path / "qa"
-    results = run.finetune(cfg, pretrained_dir, str(path), str(path), str(out))
+    results = finetune(cfg, pretrained_dir, str(path), str(path), str(out))
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(results["summary"])
     predictions = json.load(open(out / "predictions.json"))
     null_odds = json.load(open(out / "null_odds.json"))
@@ -120,16 +123,16 @@ def test_bf16_fine_tuning_keeps_float32_outputs_and_multi_worker_is_refused(
 
     train = head(str(DEMO / "sentiment" / "train.jsonl"), 64, tmp_path / "train.jsonl")
     dev = head(str(DEMO / "sentiment" / "dev.jsonl"), 32, tmp_path / "dev.jsonl")
-    cfg = run.FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
                              epochs=1)
-    results = run.finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "bf16"),
+    results = finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "bf16"),
                            runtime=RuntimeOptions(mixed_precision="bf16"))
     assert 0.0 <= results["summary"]["accuracy"]["median"] <= 1.0
 
     config = ElectraConfig.load(os.path.join(pretrained_dir, "config.json"))
     with runtime.precision("bf16"):
-        encoder = run.load_encoder(None, config, 0.1)
-        model = models.build_task_model("classification", encoder, 2)
+        encoder = run_dir.load_encoder(None, config, 0.1)
+        model = SequenceClassifier(encoder, 2)
     ids = np.full((2, 8), 5, np.int32)
     logits = model({"input_word_ids": ids, "input_mask": np.ones_like(ids),
                     "input_type_ids": np.zeros_like(ids)})
@@ -137,5 +140,5 @@ def test_bf16_fine_tuning_keeps_float32_outputs_and_multi_worker_is_refused(
     assert encoder.transformer_layers[0].variable_dtype == "float32"
     assert logits.dtype == "float32"
     with pytest.raises(ConfigError, match="mirrored"):
-        run.finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "mw"),
+        finetune(cfg, pretrained_dir, train, dev, str(tmp_path / "mw"),
                      runtime=RuntimeOptions(strategy="multi_worker"))

@@ -9,7 +9,9 @@ import tensorflow_datasets as tfds  # noqa: E402  (a pinned requirement: never s
 import tensorflow as tf  # noqa: E402
 
 from conftest import DEMO  # noqa: E402
-from electra_tf.finetuning import run, tasks  # noqa: E402
+from electra_tf.finetuning import tasks  # noqa: E402
+from electra_tf.finetuning.config import FinetuneConfig  # noqa: E402
+from electra_tf.runs.finetune import finetune  # noqa: E402
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.tfds_data import read_tfds  # noqa: E402
 
@@ -72,8 +74,8 @@ def test_dataset_not_prepared_in_data_dir_is_a_clear_error(tmp_path):
 
 
 def test_finetune_from_tfds(tfds_dir, pretrained_dir, tmp_path):
-    cfg = run.FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
+    cfg = FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
                              max_seq_length=32, batch_size=16, epochs=1)
-    results = run.finetune(cfg, pretrained_dir, None, None, str(tmp_path / "out"))
+    results = finetune(cfg, pretrained_dir, None, None, str(tmp_path / "out"))
     assert results["task"] == "sst2" and 0 <= results["summary"]["accuracy"]["median"] <= 1
     assert len(open(tmp_path / "out" / "predictions.jsonl").readlines()) == 32

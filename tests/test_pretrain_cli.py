@@ -59,8 +59,8 @@ def test_discriminator_restores_alone_from_a_run(tmp_path, shards, vocab_path):
 
     from electra_tf.config import ElectraConfig
     from electra_tf.layers.encoder import ElectraEncoder
-    from electra_tf.pretraining.run import build_model
-    from electra_tf.training.checkpointing import make_checkpoint, restore_discriminator
+    from electra_tf.run_dir import pretraining_checkpoint, restore_discriminator
+    from electra_tf.runs.pretrain import build_model
 
     model_dir = str(tmp_path / "run")
     pretrain("--data", shards[0], "--vocab", vocab_path, "--model_dir", model_dir,
@@ -74,7 +74,7 @@ def test_discriminator_restores_alone_from_a_run(tmp_path, shards, vocab_path):
     encoder(inputs)
     restore_discriminator(encoder, checkpoint_path)
     full, _ = build_model(config)
-    make_checkpoint(full).restore(checkpoint_path).expect_partial()
+    pretraining_checkpoint(full).restore(checkpoint_path).expect_partial()
     np.testing.assert_allclose(encoder(inputs)["sequence_output"],
                                full.discriminator(inputs)["sequence_output"], atol=1e-6)
     assert not any("generator" in v.path for v in encoder.weights)
@@ -100,8 +100,8 @@ def test_sigkill_loses_only_steps_since_the_last_checkpoint(tmp_path, shards, vo
 def test_sigterm_saves_the_current_step_and_the_rerun_resumes_there(tmp_path, shards,
                                                                     vocab_path):
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretraining.run import build_model
-    from electra_tf.training.checkpointing import make_checkpoint
+    from electra_tf.run_dir import pretraining_checkpoint
+    from electra_tf.runs.pretrain import build_model
 
     model_dir = str(tmp_path / "run")
     args = ["--data", shards[0], "--vocab", vocab_path, "--model_dir", model_dir,
@@ -124,7 +124,7 @@ def test_sigterm_saves_the_current_step_and_the_rerun_resumes_there(tmp_path, sh
     config = ElectraConfig.load(os.path.join(model_dir, "config.json"))
     model, optimizer = build_model(config)
     for step in steps_of(model_dir):  # every checkpoint restores whole, optimizer included
-        make_checkpoint(model, optimizer).restore(os.path.join(
+        pretraining_checkpoint(model, optimizer).restore(os.path.join(
             model_dir, "checkpoints", f"ckpt-{step}")).assert_existing_objects_matched()
         assert int(optimizer.iterations.numpy()) == step
 
@@ -168,7 +168,7 @@ def test_a_flops_budget_sets_the_steps_and_the_run_records_its_flops(tmp_path, s
     from electra_tf.config import ElectraConfig
     from electra_tf.layers.encoder import ElectraEncoder
     from electra_tf.pretraining.flops import training_flops_per_step
-    from electra_tf.training.checkpointing import restore_discriminator
+    from electra_tf.run_dir import restore_discriminator
 
     model_dir = str(tmp_path / "bert")
     vocab_size = len(open(vocab_path).read().split())

@@ -129,7 +129,7 @@ def test_gradient_accumulation_matches_the_large_batch_step():
 def test_bf16_loss_curve_matches_float32(shards, vocab_path):
     """bf16 mixed precision (float32 variables, heads and losses) follows the float32 loss
     curve of a short tiny run: measured within 0.3% per 20-step mean over 200 steps."""
-    from electra_tf.pretraining.run import build_model
+    from electra_tf.runs.pretrain import build_model
     from electra_tf.text import vocab
     from electra_tf.training.runtime import RuntimeOptions
 

@@ -1,6 +1,6 @@
 """Conversions as functions: into a run directory (`from_*`) and out of one (`to_*`).
 
-`python -m electra_tf.convert` is a thin flag layer over these.
+`electra-convert` is a thin flag layer over these.
 """
 
 import os
@@ -9,7 +9,7 @@ from typing import Optional
 from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.convert import huggingface, keras_hub_backbone, official, official_names
-from electra_tf.convert import run_dir
+from electra_tf.convert import weights as run_weights
 from electra_tf.text import vocab as vocab_lib
 
 
@@ -31,8 +31,8 @@ def from_official(checkpoint: str, output: str, vocab: Optional[str] = None,
     generator_names = [name for name in weights if official_names.is_generator_name(name)]
     with_generator = bool(generator_names) and not discriminator_only
     ignored = [] if with_generator else generator_names
-    return run_dir.write_run(config, tokens, weights, output, checkpoint, with_generator,
-                             ignored)
+    return run_weights.write_run(config, tokens, weights, output, checkpoint,
+                                 with_generator, ignored)
 
 
 def from_huggingface(checkpoint: str, output: str, generator: Optional[str] = None,
@@ -43,11 +43,10 @@ def from_huggingface(checkpoint: str, output: str, generator: Optional[str] = No
     config, state, tokens = huggingface.read_model(checkpoint, generator, lower_case)
     if vocab:
         tokens = _vocab_tokens(vocab, checkpoint)
-    names = official_names.pretrainer_weights(run_dir.build_pretrainer(config),
-                                              with_generator=generator is not None)
+    names = run_weights.build_parts(config, generator is not None, with_head=True).weights()
     weights = huggingface.to_official(state, names, checkpoint)
-    return run_dir.write_run(config, tokens, weights, output, checkpoint,
-                             generator is not None)
+    return run_weights.write_run(config, tokens, weights, output, checkpoint,
+                                 generator is not None)
 
 
 def from_keras_hub(checkpoint: str, output: str, vocab: Optional[str] = None,
@@ -60,18 +59,18 @@ def from_keras_hub(checkpoint: str, output: str, vocab: Optional[str] = None,
     tokens = vocab_lib.load_vocab(vocab)
     config = keras_hub_backbone.backbone_config(backbone, tokens, lower_case, checkpoint)
     weights = official_names.read(keras_hub_backbone.backbone_weights(backbone))
-    return run_dir.write_run(config, tokens, weights, output, checkpoint, False)
+    return run_weights.write_run(config, tokens, weights, output, checkpoint, False)
 
 
 def to_huggingface(run: str, output: str) -> list:
     """Run directory -> HF directories (`output/`, and `output/generator/`); returns them."""
-    config, vocab_path, weights = run_dir.read_run(run)
+    config, vocab_path, weights = run_weights.read_run(run)
     return huggingface.write_model(weights, config, vocab_path, output)
 
 
 def to_official(run: str, output: str) -> str:
     """Run directory -> TF1 name-based checkpoint at prefix `output` (+ vocab.txt beside)."""
-    config, vocab_path, weights = run_dir.read_run(run)
+    config, vocab_path, weights = run_weights.read_run(run)
     written = official.write_checkpoint(weights, output)
     with open(vocab_path, encoding="utf-8") as f:
         files.write_text(os.path.join(os.path.dirname(os.path.abspath(output)), "vocab.txt"),

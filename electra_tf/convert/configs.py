@@ -50,6 +50,7 @@ def make_config(tokens: list, lower_case: Optional[bool], generator: Optional[Ge
                 "Convert the discriminator alone with --discriminator_only.")
     try:
         return config.replace(max_seq_length=min(config.max_seq_length,
-                                                 config.max_position_embeddings))
+                                                 config.max_position_embeddings),
+                              preset_name=config.matching_preset())
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from e

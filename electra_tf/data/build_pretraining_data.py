@@ -1,9 +1,4 @@
-r"""Raw text -> packed pretraining examples -> TFRecord shards.
-
-Usage:
-  python -m electra_tf.data.build_pretraining_data --corpus 'texts/*.txt' \
-      --vocab vocab.txt --output_dir shards/ --max_seq_length 128 --num_shards 64 \
-      [--num_processes 8] [--nolower_case]
+"""Raw text -> packed pretraining examples -> TFRecord shards (`electra-build-data`).
 
 Streaming and bounded in memory: lines are read, sentence-split and tokenized in small
 batches; each worker process owns a disjoint set of input files and of output shards
@@ -23,9 +18,6 @@ import random
 import sys
 import time
 
-from absl import app, flags
-
-from electra_tf import cli
 from electra_tf.files import write_json
 from electra_tf.errors import CorpusError
 from electra_tf.text import corpus, vocab as vocab_lib
@@ -268,55 +260,3 @@ def load_manifest(output_dir: str):
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-    flags.DEFINE_string("corpus", None, "Comma-separated globs/files/dirs of UTF-8 text: one "
-                        "sentence or line per line, blank line between documents.")
-    flags.DEFINE_string("vocab", None, "WordPiece vocab file.")
-    flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards.")
-    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-    flags.DEFINE_integer("num_shards", 16, "Number of output shards.")
-    flags.DEFINE_integer("num_processes", os.cpu_count() or 1, "Parallel worker processes.")
-    flags.DEFINE_bool("lower_case", True, "Lower-case text (must match the vocab).")
-    flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")
-    flags.DEFINE_bool("split_sentences", True, "Split lines into sentences first (for text "
-                      "with several sentences per line).")
-    flags.DEFINE_integer("seed", 12345, "Seed of the packing's random choices.")
-    flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this runner "
-                        "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...; needs "
-                        "`pip install -r requirements-beam.txt`). Default: local processes.")
-    flags.DEFINE_string("beam_pipeline_options", "", "With --runner: Beam's own options as "
-                        "one string, e.g. '--project=P --region=R --temp_location=gs://b/t'.")
-
-
-def main(argv):
-    del argv
-    options = BuildOptions(
-        vocab_path=FLAGS.vocab, max_seq_length=FLAGS.max_seq_length,
-        lower_case=FLAGS.lower_case,
-        strip_accents=FLAGS.lower_case if FLAGS.strip_accents is None else FLAGS.strip_accents,
-        split_sentences=FLAGS.split_sentences, seed=FLAGS.seed)
-    if FLAGS.runner:
-        try:
-            from electra_tf.data import beam_pipeline
-        except ImportError as e:
-            raise app.UsageError(f"--runner={FLAGS.runner} needs Apache Beam ({e}): "
-                                 "pip install -r requirements-beam.txt") from e
-        manifest = beam_pipeline.build_with_beam(
-            FLAGS.corpus, FLAGS.output_dir, options, FLAGS.num_shards, FLAGS.runner,
-            FLAGS.beam_pipeline_options)
-    else:
-        manifest = build_pretraining_data(FLAGS.corpus, FLAGS.output_dir, options,
-                                          FLAGS.num_shards, FLAGS.num_processes)
-    print(f"Wrote {manifest['num_examples']} examples to {manifest['num_shards']} shard(s) "
-          f"in {FLAGS.output_dir} ({manifest['examples_per_second']} examples/s).")
-
-
-if __name__ == "__main__":
-    define_flags()
-    flags.mark_flags_as_required(["corpus", "vocab", "output_dir"])
-    app.run(cli.run_main(main))

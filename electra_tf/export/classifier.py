@@ -11,7 +11,7 @@ import shutil
 
 import tensorflow as tf
 
-from electra_tf import files
+from electra_tf import files, run_dir
 from electra_tf.errors import ConfigError
 from electra_tf.export.serving import build_serving_module, example_inputs
 
@@ -62,7 +62,7 @@ def write_warmup_requests(path: str, model_name: str, signature_name: str,
     return len(WARMUP_BATCH_SIZES)
 
 
-def export_classifier(run_dir: str, output: str, trial=None, versions: int = 0,
+def export_classifier(finetuned_dir: str, output: str, trial=None, versions: int = 0,
                       model_name=None) -> dict:
     """Exports the best checkpoint of a fine-tuning run as a new TF Serving version.
 
@@ -70,13 +70,11 @@ def export_classifier(run_dir: str, output: str, trial=None, versions: int = 0,
     version is taken). `versions` > 0 keeps only that many newest versions (the new one
     included); 0 keeps all. Returns {"path", "version", "signatures", "removed"}.
     """
-    from electra_tf.finetuning.run import load_finetuned
-
     if versions < 0:
         raise ConfigError(f"--versions must be >= 0 (0 keeps all); got {versions}.")
     base, version = resolve_version(output)
     model_name = model_name or os.path.basename(os.path.abspath(base))
-    run = load_finetuned(run_dir, trial)
+    run = run_dir.load_finetuned(finetuned_dir, trial)
     module, signatures = build_serving_module(run)
     path = os.path.join(base, str(version))
     os.makedirs(base, exist_ok=True)

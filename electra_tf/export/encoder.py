@@ -17,9 +17,9 @@ import os
 
 import tensorflow as tf
 
-from electra_tf import files
-from electra_tf.export.packing import pack_segments
+from electra_tf import files, run_dir
 from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import make_tokenizer
 
 
@@ -118,11 +118,9 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 def export_encoder(checkpoint: str, output: str, seq_length: int = 128) -> dict:
     """Writes `output/encoder` and `output/preprocess` for a pretraining run (or a converted
     one); returns their paths. Written beside `output` first, then renamed into place."""
-    from electra_tf.finetuning.run import load_encoder, locate_pretrained
-
-    pretrained = locate_pretrained(checkpoint)
+    pretrained = run_dir.open_pretrained(checkpoint)
     config = pretrained.config
-    encoder = load_encoder(pretrained, config, dropout=config.dropout)
+    encoder = run_dir.load_encoder(pretrained, config, dropout=config.dropout)
     encoder_module = build_encoder_module(encoder, pretrained.vocab_path)
     preprocess = build_preprocess_module(pretrained.vocab_path, config.lower_case,
                                          config.strip_accents, pretrained.special_ids,

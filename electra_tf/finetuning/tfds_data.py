@@ -6,7 +6,8 @@ Reads datasets already prepared in `data_dir` (`download=False`): machines witho
 
 from typing import List
 
-from electra_tf.finetuning.tasks import SequenceExample, Task, TaskDataError
+from electra_tf.errors import TaskDataError
+from electra_tf.finetuning.readers import SequenceExample
 
 # TFDS feature names of the text fields, per GLUE config.
 GLUE_FIELDS = {
@@ -18,7 +19,7 @@ GLUE_FIELDS = {
 }
 
 
-def read_tfds(task: Task, name: str, split: str, data_dir: str, text_field="text",
+def read_tfds(task, name: str, split: str, data_dir: str, text_field="text",
               pair_field="text_pair", label_field="label") -> List[SequenceExample]:
     """Examples of one split of a prepared TFDS dataset, labels as our label strings.
 
@@ -46,7 +47,7 @@ def read_tfds(task: Task, name: str, split: str, data_dir: str, text_field="text
     examples = []
     for index, row in enumerate(builder.as_dataset(split=split).as_numpy_iterator()):
         raw = row[label_field]
-        if task.kind == "regression":
+        if task.kind.numeric_labels:
             label = float(raw)
         elif int(raw) < 0:
             label = None

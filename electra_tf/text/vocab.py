@@ -1,6 +1,8 @@
 """WordPiece vocabularies: learning one from raw text, loading and validating one."""
 
 import os
+import sys
+import time
 
 import tensorflow as tf
 
@@ -26,8 +28,8 @@ def load_vocab(path: str) -> list:
     if missing:
         raise VocabError(
             f"Vocab {path!r} lacks the special token(s) {', '.join(missing)}; ELECTRA needs "
-            f"{', '.join(SPECIAL_TOKENS)}. Learn one with `python -m "
-            "electra_tf.text.build_vocab` or add the tokens to the file."
+            f"{', '.join(SPECIAL_TOKENS)}. Learn one with "
+            "`electra-build-vocab` or add the tokens to the file."
         )
     if tokens[0] != "[PAD]":
         raise VocabError(
@@ -104,3 +106,28 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
 def write_vocab(tokens: list, path: str) -> None:
     """Writes the vocab atomically."""
     files.write_text(path, "".join(f"{t}\n" for t in tokens))
+
+
+def build_vocab(corpus_pattern, output: str, vocab_size: int, lower_case: bool,
+                strip_accents=None) -> list:
+    """Learns a vocab from `corpus_pattern` (comma-separated globs, files, directories),
+    writes it to `output` and returns the tokens, reporting progress and bad input.
+
+    Uncased (`lower_case`) also strips accents unless `strip_accents` says otherwise; for
+    Korean that would decompose Hangul syllables into jamo, hence a warning.
+    """
+    paths = corpus.expand_corpus(corpus_pattern)
+    strip_accents = lower_case if strip_accents is None else strip_accents
+    if strip_accents and contains_hangul(paths):
+        print("warning: the corpus contains Hangul and accent stripping is on, which "
+              "decomposes syllables into jamo; pass --nolower_case or --nostrip_accents "
+              "for Korean.", file=sys.stderr)
+    stats = corpus.DecodeStats()
+    start = time.time()
+    print(f"Learning a WordPiece vocab (<= {vocab_size}) from {len(paths)} file(s)...")
+    tokens = learn_vocab(paths, vocab_size, lower_case, strip_accents, stats)
+    write_vocab(tokens, output)
+    if stats.summary():
+        print(stats.summary(), file=sys.stderr)
+    print(f"Wrote {len(tokens)} tokens to {output} in {time.time() - start:.1f}s.")
+    return tokens

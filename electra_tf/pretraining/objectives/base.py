@@ -25,7 +25,8 @@ class Objective:
     # The official TF1 and Hugging Face formats describe this objective's generator and
     # heads (replaced token detection); for the others they hold the encoder alone.
     official_layout = False
-    # (metric name, label) printed after a run, besides the loss.
+    # (metric name, label) of the kept encoder printed after a run (after the loss and
+    # the generator's accuracy).
     summary_metrics = ()
 
     def learns_generator(self, config) -> bool:
@@ -66,8 +67,7 @@ class ReplacedTokenDetection(Objective):
     """The discriminator head spots replaced tokens where `detection_weights` is 1."""
 
     official_layout = True
-    summary_metrics = (("gen_acc", "generator accuracy"), ("disc_auc", "discriminator AUC"),
-                       ("disc_acc", "discriminator accuracy"))
+    summary_metrics = (("disc_auc", "discriminator AUC"), ("disc_acc", "discriminator accuracy"))
 
     def detection_weights(self, outputs):
         """int [batch, seq]: the tokens the detection loss averages over."""

@@ -1,4 +1,8 @@
-"""Task models over the discriminator encoder (the generator is not needed any more)."""
+"""Task models: the discriminator encoder plus a task head (the generator is not needed).
+
+Each model records its head's settings (`head_config`), so a fine-tuned run directory can
+rebuild it around an encoder (`build_task_model`) and restore its checkpoint.
+"""
 
 import keras
 
@@ -13,17 +17,24 @@ class _TaskModel(keras.Model):
         super().__init__(**kwargs)
         self.encoder = encoder
         self.head_outputs = head_outputs
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
         self.dropout = keras.layers.Dropout(dropout)
         # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
         self.head = keras.layers.Dense(
             head_outputs, name="task_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
 
+    def head_config(self) -> dict:
+        """The constructor arguments besides the encoder."""
+        return {"head_outputs": self.head_outputs, "dropout": self.dropout_rate,
+                "initializer_range": self.initializer_range}
+
 
 class SequenceClassifier(_TaskModel):
-    """Classification (`num_labels` logits) or regression (`num_labels=1`, a score).
+    """Classification (`head_outputs` logits) or regression (`head_outputs=1`, a score).
 
-    Inputs: TF Hub-style dict of int32 [batch, seq]. Outputs: [batch, num_labels] logits,
+    Inputs: TF Hub-style dict of int32 [batch, seq]. Outputs: [batch, head_outputs] logits,
     or [batch] scores for regression. The head reads the `[CLS]` vector after dropout.
     """
 
@@ -34,7 +45,7 @@ class SequenceClassifier(_TaskModel):
 
 
 class TokenClassifier(_TaskModel):
-    """Per-token tag logits [batch, seq, num_tags] for tagging (NER, POS, chunking)."""
+    """Per-token tag logits [batch, seq, head_outputs] for tagging (NER, POS, chunking)."""
 
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)["sequence_output"]
@@ -48,8 +59,9 @@ class SpanQuestionAnswerer(_TaskModel):
     `answerable_logit` [batch] (used for SQuAD 2.0's no-answer decision).
     """
 
-    def __init__(self, encoder, dropout=0.1, initializer_range=0.02, **kwargs):
-        super().__init__(encoder, 2, dropout, initializer_range, **kwargs)
+    def __init__(self, encoder, head_outputs=2, dropout=0.1, initializer_range=0.02,
+                 **kwargs):
+        super().__init__(encoder, head_outputs, dropout, initializer_range, **kwargs)
         self.answerable_head = keras.layers.Dense(
             1, name="answerable_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
@@ -65,15 +77,10 @@ class SpanQuestionAnswerer(_TaskModel):
                 "answerable_logit": keras.ops.squeeze(answerable, -1)}
 
 
-def build_task_model(kind: str, encoder: ElectraEncoder, num_labels: int, dropout=0.1,
-                     initializer_range=0.02) -> _TaskModel:
-    """The task model of a task kind ("classification", "regression", "tagging", "qa").
+TASK_MODELS = {cls.__name__: cls for cls in (SequenceClassifier, TokenClassifier,
+                                             SpanQuestionAnswerer)}
 
-    `num_labels` is ignored for regression (one score) and QA (start/end heads).
-    """
-    if kind == "qa":
-        return SpanQuestionAnswerer(encoder, dropout, initializer_range)
-    if kind == "tagging":
-        return TokenClassifier(encoder, num_labels, dropout, initializer_range)
-    return SequenceClassifier(encoder, 1 if kind == "regression" else num_labels, dropout,
-                              initializer_range)
+
+def build_task_model(class_name: str, encoder: ElectraEncoder, head_config: dict):
+    """The task model `class_name` (a key of TASK_MODELS) around `encoder`."""
+    return TASK_MODELS[class_name](encoder, **head_config)

@@ -1,48 +1,54 @@
 r"""Converts ELECTRA weights between official TF1 checkpoints, Hugging Face, keras-hub and us.
 
 Into a run directory that finetune.py, export/ and pretrain.py (to continue) accept:
-  python -m electra_tf.convert --from official \
+  electra-convert --from official \
       --checkpoint electra_small/model.ckpt-1000000 --vocab electra_small/vocab.txt \
       --output runs/electra_small
-  python -m electra_tf.convert --from huggingface --checkpoint electra-small-discriminator \
+  electra-convert --from huggingface --checkpoint electra-small-discriminator \
       --generator electra-small-generator --output runs/electra_small
-  python -m electra_tf.convert --from keras_hub --checkpoint my_preset_dir --output runs/kh
+  electra-convert --from keras_hub --checkpoint my_preset_dir --output runs/kh
 Out of a run directory:
-  python -m electra_tf.convert --to huggingface --checkpoint runs/x --output hf_out
-  python -m electra_tf.convert --to official --checkpoint runs/x --output tf1/model.ckpt
+  electra-convert --to huggingface --checkpoint runs/x --output hf_out
+  electra-convert --to official --checkpoint runs/x --output tf1/model.ckpt
 
 Every model weight must come from the source and every source weight must find a place
 (optimizer slots and global_step aside); otherwise the offenders are listed by name.
 """
 
-from absl import app, flags
+from electra_tf_cli import common
 
-from electra_tf import cli
-from electra_tf.errors import ConfigError
-from electra_tf.convert import api
+common.quiet_tensorflow()
+
+from absl import flags  # noqa: E402
+
+from electra_tf.convert import api  # noqa: E402
+from electra_tf.errors import ConfigError  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("from", None, ["official", "huggingface", "keras_hub"],
-                  "Source format, converted into a run directory at --output.")
-flags.DEFINE_enum("to", None, ["huggingface", "official"],
-                  "Target format, converted from the run directory --checkpoint.")
-flags.DEFINE_string("checkpoint", None, "Source: a TF1 checkpoint prefix, an HF model "
-                    "directory, a keras-hub preset directory or .keras file, or our run "
-                    "directory (with --to).")
-flags.DEFINE_string("generator", None, "--from huggingface: the ElectraForMaskedLM "
-                    "generator's directory.")
-flags.DEFINE_string("vocab", None, "Vocab file (default: the one beside the checkpoint).")
-flags.DEFINE_string("output", None, "Where to write (a new directory; a prefix for "
-                    "--to official).")
-flags.DEFINE_bool("lower_case", None, "Tokenizer casing (default: from the tokenizer "
-                  "config, else guessed from the vocab).")
-flags.DEFINE_integer("num_heads", None, "--from official: the discriminator's attention "
-                     "heads (default: hidden size / 64, the official rule).")
-flags.DEFINE_bool("discriminator_only", False, "Convert the discriminator alone, ignoring "
-                  "any generator weights in the source.")
 
 
-def main(argv):
+def define_flags():
+    flags.DEFINE_enum("from", None, ["official", "huggingface", "keras_hub"],
+                      "Source format, converted into a run directory at --output.")
+    flags.DEFINE_enum("to", None, ["huggingface", "official"],
+                      "Target format, converted from the run directory --checkpoint.")
+    flags.DEFINE_string("checkpoint", None, "Source: a TF1 checkpoint prefix, an HF model "
+                        "directory, a keras-hub preset directory or .keras file, or our run "
+                        "directory (with --to).")
+    flags.DEFINE_string("generator", None, "--from huggingface: the ElectraForMaskedLM "
+                        "generator's directory.")
+    flags.DEFINE_string("vocab", None, "Vocab file (default: the one beside the checkpoint).")
+    flags.DEFINE_string("output", None, "Where to write (a new directory; a prefix for "
+                        "--to official).")
+    flags.DEFINE_bool("lower_case", None, "Tokenizer casing (default: from the tokenizer "
+                      "config, else guessed from the vocab).")
+    flags.DEFINE_integer("num_heads", None, "--from official: the discriminator's attention "
+                         "heads (default: hidden size / 64, the official rule).")
+    flags.DEFINE_bool("discriminator_only", False, "Convert the discriminator alone, ignoring "
+                      "any generator weights in the source.")
+
+
+def convert(argv):
     del argv
     source, target = getattr(FLAGS, "from"), FLAGS.to
     if (source is None) == (target is None):
@@ -71,6 +77,11 @@ def main(argv):
           + (f"; ignored {len(ignored)} generator variables" if ignored else "") + ".")
 
 
+
+def main():
+    define_flags()
+    common.run(convert, __doc__, required=["checkpoint", "output"])
+
+
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["checkpoint", "output"])
-    app.run(cli.run_main(main))
+    main()

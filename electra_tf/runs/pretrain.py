@@ -1,14 +1,7 @@
 """A pretraining run: run directory, vocab, data, model, checkpoints, `fit`, final metrics.
 
-`pretrain.py` is a thin flag layer over `prepare_run` and `train`.
-
-Run directory layout:
-    config.json        the full ElectraConfig (architecture + recipe + vocab facts)
-    vocab.txt          the WordPiece vocab
-    pretrain_data/     TFRecord shards built from --corpus (absent with --data)
-    checkpoints/       tf.train.CheckpointManager checkpoints (ckpt-<step>)
-    logs/              TensorBoard
-    pretrain_results.json   final metrics and training FLOPs
+`pretrain.py` is a thin flag layer over `prepare_run` and `train`; the run directory's
+layout is `run_dir`'s.
 """
 
 import dataclasses
@@ -22,24 +15,18 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from electra_tf import files
+from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
-from electra_tf.errors import ConfigError
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
-from electra_tf.pretraining import flops
-from electra_tf.text import build_vocab as vocab_cli
+from electra_tf.errors import ConfigError
+from electra_tf.pretraining import flops, objectives
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.text import vocab as vocab_lib
-from electra_tf.training import checkpointing
+from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
-from electra_tf.training.runtime import RuntimeOptions
 from electra_tf.training.optimization import create_pretraining_optimizer
-
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.txt"
-DATA_DIR = "pretrain_data"
-CHECKPOINT_DIR = "checkpoints"
-RESULTS_FILE = "pretrain_results.json"
+from electra_tf.training.runtime import RuntimeOptions
 
 
 @dataclasses.dataclass
@@ -67,8 +54,8 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
                           "or --data 'shards/*.tfrecord' (built with "
                           "electra_tf.data.build_pretraining_data).")
     os.makedirs(inputs.model_dir, exist_ok=True)
-    saved = _saved_config(inputs.model_dir)
-    vocab_path = os.path.join(inputs.model_dir, VOCAB_FILE)
+    saved = run_dir.read_config(inputs.model_dir)
+    vocab_path = os.path.join(inputs.model_dir, run_dir.VOCAB_FILE)
     if inputs.vocab:
         tokens = vocab_lib.load_vocab(inputs.vocab)
         if os.path.abspath(inputs.vocab) != os.path.abspath(vocab_path):
@@ -80,7 +67,7 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
     elif os.path.isfile(vocab_path):
         tokens = vocab_lib.load_vocab(vocab_path)
     elif inputs.corpus:
-        tokens = vocab_cli.build_vocab(inputs.corpus, vocab_path, inputs.vocab_size,
+        tokens = vocab_lib.build_vocab(inputs.corpus, vocab_path, inputs.vocab_size,
                                        config.lower_case, config.strip_accents)
     else:
         raise ConfigError("--data needs the vocab its shards were built with: pass --vocab.")
@@ -96,16 +83,11 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
             raise ConfigError(
                 f"{inputs.model_dir} holds a run with a different config ({shown}); pass the "
                 "same flags to resume it, or choose a new --model_dir.")
-    config.save(os.path.join(inputs.model_dir, CONFIG_FILE))
+    run_dir.write_config(inputs.model_dir, config)
 
     if inputs.data:
         return config, inputs.data
     return config, _build_data(config, inputs, vocab_path)
-
-
-def _saved_config(model_dir) -> Optional[ElectraConfig]:
-    path = os.path.join(model_dir, CONFIG_FILE)
-    return ElectraConfig.load(path) if os.path.isfile(path) else None
 
 
 def _build_data(config, inputs, vocab_path) -> str:
@@ -113,7 +95,7 @@ def _build_data(config, inputs, vocab_path) -> str:
     options = builder.BuildOptions(
         vocab_path=vocab_path, max_seq_length=config.max_seq_length,
         lower_case=config.lower_case, strip_accents=config.strip_accents, seed=config.seed)
-    data_dir = os.path.join(inputs.model_dir, DATA_DIR)
+    data_dir = os.path.join(inputs.model_dir, run_dir.DATA_DIR)
     manifest = builder.load_manifest(data_dir)
     if (manifest is None or manifest["options"] != dataclasses.asdict(options)
             or manifest["vocab_sha256"] != builder.file_sha256(vocab_path)):
@@ -130,8 +112,6 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
     `optimizer` is the AdamW that checkpoints hold; under fp16 the model's optimizer wraps
     it for loss scaling (the scale is not saved: it re-adapts within a few steps).
     """
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-
     runtime = runtime or RuntimeOptions()
     with runtime_lib.precision(runtime.mixed_precision):
         model = ElectraPretrainer(config, activation=runtime.encoder_activation)
@@ -152,7 +132,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
     `strategy` defaults to the one `runtime.strategy` names. Under several workers only the
     chief writes checkpoints, logs and results (the others write theirs to a scratch
     directory that is removed). SIGTERM saves a checkpoint and raises
-    `checkpointing.Preempted`.
+    `callbacks.Preempted`.
     """
     runtime = (runtime or RuntimeOptions()).validated()
     strategy = strategy or runtime_lib.create_strategy(runtime)
@@ -163,24 +143,24 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             f"{replicas} replicas x grad_accum_steps={config.grad_accum_steps}.")
     chief = runtime_lib.is_chief(strategy)
     flops_per_step = flops.training_flops_per_step(config)
-    run_checkpoints = os.path.join(model_dir, CHECKPOINT_DIR)
+    run_checkpoints = run_dir.checkpoints_dir(model_dir)
     checkpoint_dir = run_checkpoints if chief else os.path.join(
         run_checkpoints, f".worker_{runtime_lib.worker_id(strategy)}")
 
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         model, optimizer = build_model(config, runtime)
-        checkpoint = checkpointing.make_checkpoint(model, optimizer)
+        checkpoint = run_dir.pretraining_checkpoint(model, optimizer)
         manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                              max_to_keep=config.keep_checkpoints)
-        restore_from = tf.train.latest_checkpoint(run_checkpoints)
+        restore_from = run_dir.latest_checkpoint(model_dir)
         if restore_from:
-            if "optimizer" in checkpointing.saved_objects(restore_from):
+            if "optimizer" in run_dir.saved_objects(restore_from):
                 checkpoint.restore(restore_from).assert_existing_objects_matched()
             else:  # converted weights (electra_tf.convert): continue with a new optimizer
                 print(f"Continuing pretraining from the weights in {restore_from}.")
-                _restore_weights_only(model, restore_from)
-        preemption = checkpointing.SaveOnPreemption(manager, strategy)
+                _restore_weights_only(model, run_dir.open_pretrained(restore_from))
+        preemption = callbacks.SaveOnPreemption(manager, strategy)
     start_step = int(optimizer.iterations.numpy())
     if start_step:
         print(f"Resuming from {restore_from} at step {start_step}.")
@@ -192,27 +172,27 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         steps_per_epoch = min(config.checkpoint_every, config.train_steps)
         dataset = pretraining_dataset(file_pattern, training=True,
                                       seed=config.seed + start_step, **data_options)
-        callbacks = [checkpointing.StopAtStep(config.train_steps),
-                     checkpointing.CheckpointEvery(manager, config.checkpoint_every),
-                     preemption]
+        run_callbacks = [callbacks.StopAtStep(config.train_steps),
+                         callbacks.CheckpointEvery(manager, config.checkpoint_every),
+                         preemption]
         if chief:
             log_every = max(1, steps_per_epoch // 10)
-            callbacks += [keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"),
-                                                      update_freq=log_every),
-                          LogTrainFlops(os.path.join(model_dir, "logs", "train"),
-                                        flops_per_step, log_every)]
+            logs = os.path.join(model_dir, run_dir.LOGS_DIR)
+            run_callbacks += [keras.callbacks.TensorBoard(logs, update_freq=log_every),
+                              callbacks.LogTrainFlops(os.path.join(logs, "train"),
+                                                      flops_per_step, log_every)]
         started = time.time()
         history = model.fit(
             dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
             epochs=math.ceil(config.train_steps / steps_per_epoch),
             initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
-            callbacks=callbacks).history
+            callbacks=run_callbacks).history
         elapsed = time.time() - started
         steps = int(optimizer.iterations.numpy()) - start_step
         tokens_per_second = steps * config.batch_size * config.max_seq_length / elapsed
         if preemption.preempted:
             _remove_scratch(chief, checkpoint_dir)
-            raise checkpointing.Preempted(int(optimizer.iterations.numpy()),
+            raise callbacks.Preempted(int(optimizer.iterations.numpy()),
                                           manager.latest_checkpoint)
     else:
         tokens_per_second = None
@@ -236,7 +216,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                "checkpoint": tf.train.latest_checkpoint(run_checkpoints)}
     _remove_scratch(chief, checkpoint_dir)
     if chief:
-        files.write_json(os.path.join(model_dir, RESULTS_FILE), results)
+        run_dir.write_json(model_dir, run_dir.RESULTS_FILE, results)
     return results
 
 
@@ -246,51 +226,26 @@ def _remove_scratch(chief: bool, checkpoint_dir: str) -> None:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def _restore_weights_only(model, checkpoint_path: str) -> None:
+def _restore_weights_only(model, pretrained: run_dir.Pretrained) -> None:
     """Loads a checkpoint saved without optimizer state into the compiled `model`.
 
     A compiled model tracks its optimizer, whose slots such a checkpoint lacks; restoring
-    into an uncompiled twin keeps the "every model weight matched" check meaningful.
+    into an uncompiled twin keeps the "every weight matched" check meaningful.
     """
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-
     twin = ElectraPretrainer(model.config)
     twin.build_all()
-    checkpointing.make_checkpoint(twin).restore(
-        checkpoint_path).assert_existing_objects_matched().expect_partial()
+    run_dir.restore_pretrainer(twin, pretrained, pretrained.parts())
     model.set_weights(twin.get_weights())
-
-
-class LogTrainFlops(keras.callbacks.Callback):
-    """Writes the training FLOPs done so far (`train_flops`) to TensorBoard, by step, so
-    runs of different objectives or sizes can be compared at equal compute."""
-
-    def __init__(self, log_dir: str, flops_per_step: float, every: int):
-        super().__init__()
-        self.writer = tf.summary.create_file_writer(log_dir)
-        self.flops_per_step, self.every = flops_per_step, every
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % self.every == 0:
-            with self.writer.as_default():
-                tf.summary.scalar("train_flops", step * self.flops_per_step, step=step)
-
-    def on_train_end(self, logs=None):
-        self.writer.flush()
-
-
-_SUMMARY_METRICS = (("loss", "loss"), ("gen_acc", "generator accuracy"),
-                    ("disc_auc", "discriminator AUC"), ("disc_acc", "discriminator accuracy"),
-                    ("main_acc", "encoder MLM accuracy"))
 
 
 def print_summary(model_dir: str, results: dict) -> None:
     evals = results["eval"]
+    shown = ((("loss", "loss"), ("gen_acc", "generator accuracy"))
+             + objectives.get(results["objective"]).summary_metrics)
     print(f"\nRun directory: {os.path.abspath(model_dir)}", file=sys.stdout)
     print(f"Step {results['step']} ({results['objective']}, {results['train_flops']:.3g} "
           "training FLOPs): " + ", ".join(f"{name} {evals[key]:.3f}"
-                                          for key, name in _SUMMARY_METRICS if key in evals))
+                                          for key, name in shown if key in evals))
     if results["train_tokens_per_second"]:
         print(f"Training speed: {results['train_tokens_per_second']:.0f} tokens/s")
     print(f"Latest checkpoint: {results['checkpoint']}")

@@ -1,4 +1,5 @@
-"""Checkpoints of a run directory: written atomically, resumable, discriminator restorable alone.
+"""Keras callbacks of a training run: checkpoints on a schedule and on SIGTERM, an exact
+last step, and the training FLOPs in TensorBoard.
 
 `tf.train.CheckpointManager` writes the data files first and then swaps the small
 `checkpoint` index file by rename, so an interrupted save leaves the previous checkpoint
@@ -7,40 +8,6 @@ as the latest one; nothing is ever half-written under a name the index points to
 
 import keras
 import tensorflow as tf
-
-
-def make_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
-    """The run's checkpoint: `discriminator` at the top level, so
-    `tf.train.Checkpoint(discriminator=encoder).restore(path)` restores it alone."""
-    objects = {"discriminator": model.discriminator, "model": model}
-    if optimizer is not None:
-        objects["optimizer"] = optimizer
-    return tf.train.Checkpoint(**objects)
-
-
-def saved_objects(checkpoint_path: str) -> dict:
-    """{top-level object name: names of its children} saved in an object-based checkpoint.
-
-    Read from the checkpoint's object graph, not from variable names: a variable is saved
-    under one path only (often the optimizer's), so names do not show which objects exist.
-    """
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(checkpoint_path).get_tensor(
-        "_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return {child.local_name: {grandchild.local_name
-                               for grandchild in graph.nodes[child.node_id].children}
-            for child in graph.nodes[0].children}
-
-
-def restore_discriminator(encoder, checkpoint_path: str) -> None:
-    """Loads only the discriminator encoder's weights from a pretraining checkpoint.
-
-    The encoder must be built; every one of its weights must be found in the checkpoint.
-    """
-    status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
-    status.expect_partial().assert_existing_objects_matched()
 
 
 class CheckpointEvery(keras.callbacks.Callback):
@@ -116,3 +83,22 @@ class SaveOnPreemption(keras.callbacks.Callback):
             checkpoint_number=int(self.model.optimizer.iterations.numpy()))
         if self.preempted:
             self.model.stop_training = True
+
+
+class LogTrainFlops(keras.callbacks.Callback):
+    """Writes the training FLOPs done so far (`train_flops`) to TensorBoard, by step, so
+    runs of different objectives or sizes can be compared at equal compute."""
+
+    def __init__(self, log_dir: str, flops_per_step: float, every: int):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(log_dir)
+        self.flops_per_step, self.every = flops_per_step, every
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every == 0:
+            with self.writer.as_default():
+                tf.summary.scalar("train_flops", step * self.flops_per_step, step=step)
+
+    def on_train_end(self, logs=None):
+        self.writer.flush()

@@ -1,0 +1,303 @@
+"""The run directory: one layout for pretraining runs, converted models and fine-tuned models.
+
+Every package reads and writes run directories through this module: the layout's names,
+finding a run's latest checkpoint, restoring the encoder alone, a whole pretrainer or a
+fine-tuned model, and writing files atomically (`files`).
+
+A pretraining run (`pretrain.py --model_dir`; `convert --from` writes the same layout):
+    config.json              the full `ElectraConfig` (architecture, recipe, vocab facts)
+    vocab.txt                the WordPiece vocab
+    pretrain_data/           shards built from --corpus (with their manifest.json)
+    checkpoints/ckpt-<step>  `pretraining_checkpoint`: `discriminator` (restorable alone),
+                             `model` (the whole `ElectraPretrainer`), `optimizer`; a
+                             converted encoder holds `discriminator` (and, when converted,
+                             its replaced-token-detection head `discriminator_predictions`)
+    logs/                    TensorBoard
+    pretrain_results.json    final metrics and training FLOPs
+    conversion.json          for converted models: the source and what was mapped
+
+A fine-tuning run (`finetune.py --model_dir`):
+    finetune_config.json     the recipe and task (`FinetuneConfig`)
+    encoder_config.json      the encoder's `ElectraConfig`; vocab.txt beside it
+    labels.json              label names in id order
+    task.json                task name, kind, text pairs, and the task model's head
+    trial_<k>/best/          the kept checkpoint of trial k; trial_<k>/logs/ TensorBoard
+    predictions.jsonl        eval predictions (QA adds predictions.json, null_odds.json)
+    eval_results.json        each trial's metrics, with the median and spread
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf import files
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
+from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.task_models import build_task_model
+from electra_tf.text import vocab as vocab_lib
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+DATA_DIR = "pretrain_data"
+CHECKPOINT_DIR = "checkpoints"
+LOGS_DIR = "logs"
+RESULTS_FILE = "pretrain_results.json"
+CONVERSION_FILE = "conversion.json"
+# The converted replaced-token-detection head of an encoder-only checkpoint.
+DISCRIMINATOR_HEAD_KEY = "discriminator_predictions"
+
+FINETUNE_CONFIG_FILE = "finetune_config.json"
+ENCODER_CONFIG_FILE = "encoder_config.json"
+LABELS_FILE = "labels.json"
+TASK_FILE = "task.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+
+
+# ----------------------------------------------------------------------------- files
+def write_json(directory: str, name: str, value) -> str:
+    """Writes `directory/name` atomically as indented JSON (non-ASCII kept); its path."""
+    path = os.path.join(directory, name)
+    files.write_json(path, value, ensure_ascii=False)
+    return path
+
+
+def read_config(directory: str) -> Optional[ElectraConfig]:
+    """The run's saved config, or None for a directory without one."""
+    path = os.path.join(directory, CONFIG_FILE)
+    return ElectraConfig.load(path) if os.path.isfile(path) else None
+
+
+def write_config(directory: str, config: ElectraConfig) -> None:
+    config.save(os.path.join(directory, CONFIG_FILE))
+
+
+def write_vocab(directory: str, tokens: list) -> str:
+    path = os.path.join(directory, VOCAB_FILE)
+    vocab_lib.write_vocab(tokens, path)
+    return path
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def checkpoints_dir(directory: str) -> str:
+    return os.path.join(directory, CHECKPOINT_DIR)
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+    """The newest checkpoint prefix of a pretraining run, or None."""
+    return tf.train.latest_checkpoint(checkpoints_dir(directory))
+
+
+def pretraining_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
+    """A pretraining run's checkpoint: `discriminator` at the top level, so
+    `tf.train.Checkpoint(discriminator=encoder).restore(path)` restores it alone."""
+    objects = {"discriminator": model.discriminator, "model": model}
+    if optimizer is not None:
+        objects["optimizer"] = optimizer
+    return tf.train.Checkpoint(**objects)
+
+
+def encoder_checkpoint(encoder, head=None) -> tf.train.Checkpoint:
+    """The checkpoint of a converted encoder (and its replaced-token-detection head)."""
+    objects = {"discriminator": encoder}
+    if head is not None:
+        objects[DISCRIMINATOR_HEAD_KEY] = head
+    return tf.train.Checkpoint(**objects)
+
+
+def saved_objects(checkpoint_path: str) -> dict:
+    """{top-level object name: names of its children} saved in an object-based checkpoint.
+
+    Read from the checkpoint's object graph, not from variable names: a variable is saved
+    under one path only (often the optimizer's), so names do not show which objects exist.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(checkpoint_path).get_tensor(
+        "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return {child.local_name: {grandchild.local_name
+                               for grandchild in graph.nodes[child.node_id].children}
+            for child in graph.nodes[0].children}
+
+
+def restore_discriminator(encoder, checkpoint_path: str) -> None:
+    """Loads only the discriminator encoder's weights from a run's checkpoint.
+
+    The encoder must be built; every one of its weights must be found in the checkpoint.
+    """
+    status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
+    status.expect_partial().assert_existing_objects_matched()
+
+
+# ----------------------------------------------------------------------------- pretrained
+@dataclasses.dataclass
+class Pretrained:
+    """A pretraining run or converted model on disk: its config, vocab and checkpoint."""
+
+    directory: str
+    config: ElectraConfig
+    vocab_path: str
+    special_ids: dict  # {"cls_token_id": ..., ...} read from the vocab
+    checkpoint: str
+
+    def parts(self) -> dict:
+        """Which weights the checkpoint holds besides the encoder: {"generator": bool
+        (the whole pretrainer), "discriminator_head": bool, "optimizer": bool}."""
+        saved = saved_objects(self.checkpoint)
+        whole = "model" in saved
+        return {"generator": whole and "generator" in saved["model"],
+                "discriminator_head": DISCRIMINATOR_HEAD_KEY in saved or (
+                    whole and "discriminator_head" in saved["model"]),
+                "optimizer": "optimizer" in saved}
+
+
+def open_pretrained(path: str) -> Pretrained:
+    """A pretraining (or converted) run directory, or a checkpoint prefix inside one."""
+    directory, checkpoint = path, None
+    if not os.path.isdir(path):
+        if not tf.io.gfile.exists(path + ".index"):
+            raise ConfigError(f"{path!r} does not exist: pass a pretraining (or converted) "
+                              "run directory, or a checkpoint prefix inside one.")
+        checkpoint = path
+        directory = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    config = read_config(directory)
+    if config is None:
+        raise ConfigError(f"{path!r}: no {CONFIG_FILE} in {directory}; pass a pretraining "
+                          "run directory or a checkpoint inside one.")
+    checkpoint = checkpoint or latest_checkpoint(directory)
+    if not checkpoint or not tf.io.gfile.exists(checkpoint + ".index"):
+        raise ConfigError(f"{path!r}: no checkpoint found in {directory}.")
+    vocab_path = os.path.join(directory, VOCAB_FILE)
+    return Pretrained(directory, config, vocab_path, special_ids(vocab_path, config),
+                      checkpoint)
+
+
+def special_ids(vocab_path: str, config: ElectraConfig) -> dict:
+    """The vocab's special token ids, after checking it belongs to `config`'s encoder."""
+    tokens = vocab_lib.load_vocab(vocab_path)
+    if len(tokens) != config.vocab_size:
+        raise ConfigError(f"{vocab_path} has {len(tokens)} tokens but the encoder config says "
+                          f"vocab_size={config.vocab_size}: they belong to different runs.")
+    return vocab_lib.special_token_ids(tokens)
+
+
+def build_encoder(config: ElectraConfig, dropout: float, activation: str = "gelu"):
+    """A built discriminator encoder of `config` with `dropout` (random weights);
+    `activation` as in `ElectraEncoder`."""
+    encoder = ElectraEncoder.from_electra_config(config.replace(dropout=dropout),
+                                                 activation=activation)
+    ids = np.zeros((1, 8), np.int32)
+    encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    return encoder
+
+
+def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float,
+                 activation: str = "gelu"):
+    """The discriminator encoder, restored from `pretrained` (None: random initialisation)."""
+    encoder = build_encoder(config, dropout, activation)
+    if pretrained is not None:
+        try:
+            restore_discriminator(encoder, pretrained.checkpoint)
+        except (AssertionError, ValueError) as e:
+            raise ConfigError(f"Checkpoint {pretrained.checkpoint} does not match the encoder "
+                              f"of its {CONFIG_FILE}: {str(e).splitlines()[0][:300]}")
+    return encoder
+
+
+def restore_pretrainer(model, pretrained: Pretrained, parts: dict) -> None:
+    """Restores the `parts` (see `Pretrained.parts`) of a built `ElectraPretrainer` from
+    `pretrained`'s checkpoint; every weight of those parts must be found."""
+    if parts["generator"]:
+        checkpoint = pretraining_checkpoint(model)
+    else:
+        checkpoint = encoder_checkpoint(
+            model.discriminator, model.discriminator_head if parts["discriminator_head"]
+            else None)
+    status = checkpoint.restore(pretrained.checkpoint)
+    status.assert_existing_objects_matched().expect_partial()
+
+
+# ----------------------------------------------------------------------------- fine-tuned
+@dataclasses.dataclass
+class Finetuned:
+    """A fine-tuned run on disk, restored: what serving needs to rebuild its inputs."""
+
+    model: object  # the task model (keras.Model), weights restored
+    task: str  # the task name (`finetuning.tasks`)
+    kind: str  # its kind (`finetuning.kinds`)
+    labels: list
+    text_pairs: bool  # the model was trained on `[CLS] a [SEP] b [SEP]` inputs
+    settings: dict  # finetune_config.json: the recipe it was trained with
+    encoder_config: ElectraConfig
+    vocab_path: str
+    special_ids: dict
+    checkpoint: str
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.settings["max_seq_length"]
+
+
+def write_finetuning_setup(directory: str, settings: dict, pretrained: Pretrained,
+                           labels: list, task_info: dict) -> None:
+    """Writes what a fine-tuning run needs to be restored, before training starts.
+
+    `task_info` holds "task", "kind", "text_pairs" and "model" ({"class_name",
+    "head_config"} of the task model, see `layers.task_models`).
+    """
+    os.makedirs(directory, exist_ok=True)
+    write_json(directory, FINETUNE_CONFIG_FILE, settings)
+    write_json(directory, LABELS_FILE, labels)
+    pretrained.config.save(os.path.join(directory, ENCODER_CONFIG_FILE))
+    with open(pretrained.vocab_path, encoding="utf-8") as f:
+        files.write_text(os.path.join(directory, VOCAB_FILE), f.read())
+    write_json(directory, TASK_FILE, task_info)
+
+
+def trial_dir(directory: str, trial: int) -> str:
+    return os.path.join(directory, f"trial_{trial}")
+
+
+def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
+    """Restores the kept checkpoint of `trial` (default: the best trial) of a fine-tuning
+    run."""
+    def path(name):
+        full = os.path.join(directory, name)
+        if not os.path.exists(full):
+            raise ConfigError(f"{directory!r} is not a finished fine-tuning run: {name} is "
+                              "missing. Pass the --model_dir of finetune.py.")
+        return full
+
+    def read(name):
+        with open(path(name), encoding="utf-8") as f:
+            return json.load(f)
+
+    results, task_info = read(EVAL_RESULTS_FILE), read(TASK_FILE)
+    trial = results["best_trial"] if trial is None else trial
+    if not 0 <= trial < len(results["trials"]):
+        raise ConfigError(f"{directory!r} has trials 0..{len(results['trials']) - 1}; "
+                          f"got trial {trial}.")
+    checkpoint = tf.train.latest_checkpoint(path(os.path.join(f"trial_{trial}", "best")))
+    if checkpoint is None:
+        raise ConfigError(f"{directory!r}: no checkpoint in trial_{trial}/best.")
+    settings = read(FINETUNE_CONFIG_FILE)
+    encoder_config = ElectraConfig.load(path(ENCODER_CONFIG_FILE))
+    vocab_path = path(VOCAB_FILE)
+    model_info = task_info["model"]
+    model = build_task_model(model_info["class_name"],
+                             build_encoder(encoder_config, settings["dropout"]),
+                             model_info["head_config"])
+    ids = np.zeros((1, 8), np.int32)
+    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    status = tf.train.Checkpoint(model=model).read(checkpoint)
+    status.expect_partial().assert_existing_objects_matched()
+    return Finetuned(model, task_info["task"], task_info["kind"],
+                     read(LABELS_FILE),
+                     task_info["text_pairs"], settings, encoder_config, vocab_path,
+                     special_ids(vocab_path, encoder_config), checkpoint)

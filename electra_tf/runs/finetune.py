@@ -1,0 +1,163 @@
+"""A fine-tuning run: restore the pretrained discriminator, train a task head, keep the best.
+
+`finetune.py` is a thin flag layer over `finetune`. The run directory's layout is
+`run_dir`'s; the task's kind (`finetuning.kinds`) reads, encodes, trains and decodes.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+from typing import Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf import run_dir
+from electra_tf.errors import ConfigError, TaskDataError
+from electra_tf.finetuning import tasks
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.layers.task_models import build_task_model
+from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf.training import runtime as runtime_lib
+from electra_tf.training.optimization import create_optimizer, layerwise_lr_multipliers
+from electra_tf.training.runtime import RuntimeOptions
+
+
+def _dataset(train, batch_size, seed):
+    inputs, y, weights = train
+    data = tf.data.Dataset.from_tensor_slices(
+        (inputs, y) if weights is None else (inputs, y, weights))
+    data = data.shuffle(len(inputs["input_word_ids"]), seed=seed, reshuffle_each_iteration=True)
+    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+class _EvaluateAndKeepBest(keras.callbacks.Callback):
+    """Scores the eval set with the official metric each epoch; checkpoints the best."""
+
+    def __init__(self, task, data, manager, batch_size):
+        super().__init__()
+        self.task, self.data, self.manager, self.batch_size = task, data, manager, batch_size
+        self.best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        outputs = self.model.predict(self.data.eval_inputs, batch_size=self.batch_size,
+                                     verbose=0)
+        predicted, records = self.data.predictions(outputs)
+        scores = self.task.score(self.data.gold(), predicted)
+        if logs is not None:
+            logs.update({f"eval_{k}": v for k, v in scores.items()})
+        main = scores[self.task.main_metric]
+        print(f"  epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+        if self.best is None or main > self.best["scores"][self.task.main_metric]:
+            self.manager.save(checkpoint_number=epoch + 1)
+            self.best = {"epoch": epoch + 1, "scores": scores, "records": records}
+
+
+def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str],
+             eval_file: Optional[str], model_dir: str, random_init: bool = False,
+             runtime: Optional[RuntimeOptions] = None, strategy=None) -> dict:
+    """Runs `cfg.num_trials` fine-tuning trials; returns and writes eval_results.json.
+
+    `random_init` keeps the pretrained run's architecture and vocab but not its weights:
+    the no-pretraining baseline. `strategy` defaults to the one `runtime` names;
+    `cfg.batch_size` is the global batch.
+    """
+    runtime = (runtime or RuntimeOptions()).validated()
+    if runtime.strategy == "multi_worker":
+        raise ConfigError("Fine-tuning runs on one machine: use --strategy mirrored (all "
+                          "local GPUs) or tpu; multi_worker is for pretraining.")
+    task = tasks.get_task(cfg.task)
+    if not cfg.tfds_name and not (train_file and eval_file):
+        raise TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
+                            "--data_dir) for a prepared TensorFlow Datasets dataset.")
+    if not init_checkpoint:
+        raise ConfigError("--init_checkpoint is required (a pretraining run directory).")
+    strategy = strategy or runtime_lib.create_strategy(runtime)
+    pretrained = run_dir.open_pretrained(init_checkpoint)
+    encoder_config = pretrained.config
+    cfg = cfg.resolved(encoder_config, task)
+    if cfg.max_seq_length > encoder_config.max_position_embeddings:
+        raise ConfigError(f"--max_seq_length={cfg.max_seq_length} exceeds the encoder's "
+                          f"{encoder_config.max_position_embeddings} positions.")
+
+    kind = task.kind
+    train_examples = kind.read_examples(task, cfg, cfg.train_split if cfg.tfds_name
+                                        else train_file)
+    eval_examples = kind.read_examples(task, cfg, cfg.eval_split if cfg.tfds_name
+                                       else eval_file)
+    labels = kind.labels(task, train_examples)
+    kind.check_labels(eval_examples, labels)
+    tokenizer = make_tokenizer(pretrained.vocab_path, encoder_config.lower_case,
+                               encoder_config.strip_accents)
+    data = kind.prepare(task, cfg, tokenizer, pretrained.special_ids, train_examples,
+                        eval_examples, labels)
+    model_info = {"class_name": kind.model_class,
+                  "head_config": kind.head_config(len(labels), cfg,
+                                                  encoder_config.initializer_range)}
+    run_dir.write_finetuning_setup(
+        model_dir, dataclasses.asdict(cfg), pretrained, labels,
+        {"task": task.name, "kind": kind.name, "text_pairs": data.text_pairs,
+         "model": model_info})
+
+    trials = []
+    for trial in range(cfg.num_trials):
+        print(f"Trial {trial + 1}/{cfg.num_trials} (seed {cfg.seed + trial})")
+        with strategy.scope():
+            trials.append(_run_trial(cfg, task, data, None if random_init else pretrained,
+                                     encoder_config, model_info,
+                                     run_dir.trial_dir(model_dir, trial), cfg.seed + trial,
+                                     runtime))
+    best_trial = max(range(len(trials)),
+                     key=lambda t: trials[t]["scores"][task.main_metric])
+    records = trials[best_trial]["records"]
+    with open(os.path.join(model_dir, run_dir.PREDICTIONS_FILE), "w", encoding="utf-8") as f:
+        for example, record in zip(eval_examples, records):
+            f.write(json.dumps({**data.describe(example), **record}, ensure_ascii=False) + "\n")
+    for name, value in kind.prediction_files(records).items():
+        run_dir.write_json(model_dir, name, value)
+    for trial in trials:
+        trial.pop("records", None)
+    results = {"task": task.name, "main_metric": task.main_metric, "trials": trials,
+               "best_trial": best_trial, "summary": _summary(trials)}
+    run_dir.write_json(model_dir, run_dir.EVAL_RESULTS_FILE, results)
+    return results
+
+
+def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_dir, seed,
+               runtime):
+    keras.utils.set_random_seed(seed)
+    with runtime_lib.precision(runtime.mixed_precision):
+        encoder = run_dir.load_encoder(pretrained, encoder_config, cfg.dropout,
+                                       runtime.encoder_activation)
+        model = build_task_model(model_info["class_name"], encoder, model_info["head_config"])
+        model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
+    steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
+    multipliers = layerwise_lr_multipliers(encoder, model.trainable_variables,
+                                           cfg.layerwise_decay,
+                                           cfg.official_layerwise_decay_bug)
+    optimizer = create_optimizer(cfg.learning_rate, steps, int(cfg.warmup_proportion * steps),
+                                 model.trainable_variables, cfg.weight_decay, 1.0,
+                                 cfg.adam_bias_correction, lr_multipliers=multipliers)
+    loss, loss_weights = task.kind.loss(task)
+    model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
+                  loss=loss, loss_weights=loss_weights, jit_compile=runtime.jit_compile)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+                                         os.path.join(trial_dir, "best"), max_to_keep=1)
+    keeper = _EvaluateAndKeepBest(task, data, manager, cfg.batch_size)
+    model.fit(_dataset(data.train, cfg.batch_size, seed), epochs=cfg.epochs, verbose=2,
+              shuffle=False,  # the dataset shuffles itself, seeded
+              callbacks=[keeper, keras.callbacks.TensorBoard(os.path.join(trial_dir, "logs"))])
+    return {"seed": seed, "best_epoch": keeper.best["epoch"], "scores": keeper.best["scores"],
+            "checkpoint": manager.latest_checkpoint, "records": keeper.best["records"]}
+
+
+def _summary(trials):
+    summary = {}
+    for metric in trials[0]["scores"]:
+        values = [t["scores"][metric] for t in trials]
+        summary[metric] = {"median": statistics.median(values), "min": min(values),
+                           "max": max(values),
+                           "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+    return summary

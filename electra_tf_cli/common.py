@@ -1,0 +1,115 @@
+"""What the command-line apps share: quiet TensorFlow start-up, one-line user errors, and
+flags generated from the library's dataclasses."""
+
+import dataclasses
+import os
+import sys
+import typing
+
+VERBOSE_FLAGS = ("--verbose", "--verbose=true", "--verbose=1")
+
+
+def quiet_tensorflow(argv=None) -> None:
+    """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
+    machines without one) unless `--verbose` is given or the user set
+    TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
+    argv = sys.argv if argv is None else argv
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or any(a in VERBOSE_FLAGS for a in argv):
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # TensorFlow's shared libraries log a few lines while they load, before its logging
+    # reads the variable above: standard error is closed for the import alone.
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def run(main, doc: str, required=()) -> None:
+    """Runs an absl `main(argv)` as a command documented by `doc` (shown by --help):
+    `--verbose` is defined, the flags named in `required` must be given, and a user error
+    prints `error: <message>`, exit status 2."""
+    from absl import app, flags, logging
+
+    from electra_tf.errors import UserError
+
+    flags.DEFINE_bool("verbose", False, "Show TensorFlow's C++ log lines and INFO logs.")
+    flags.mark_flags_as_required(list(required))
+    # absl's --help shows the __main__ module's docstring and the flags defined in it: a
+    # console script's or a thin entry point's has neither, the app module has both.
+    sys.modules["__main__"].__doc__ = doc
+    for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+        if module.startswith(__package__):
+            for flag in module_flags:
+                flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+    def wrapped(argv):
+        # TensorFlow logs every checkpoint write at INFO through absl; users need warnings.
+        logging.set_verbosity(logging.INFO if flags.FLAGS.verbose else logging.WARNING)
+        try:
+            return main(argv)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(wrapped)
+
+
+def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None:
+    """One absl flag per field of dataclass `cls`, defaulting to None ("not given").
+
+    `help_texts` maps field names to help; other fields get `default_help(field)`.
+    """
+    from absl import flags
+
+    define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+              float: flags.DEFINE_float, str: flags.DEFINE_string}
+    for field in dataclasses.fields(cls):
+        if field.name not in skip:
+            kind = (typing.get_args(field.type) or (field.type,))[0]  # Optional[int] -> int
+            define[kind](field.name, None, help_texts.get(field.name, default_help(field)))
+
+
+def dataclass_overrides(cls, skip=()) -> dict:
+    """{field name: flag value} for the fields of `cls` given on the command line."""
+    from absl import flags
+
+    return {f.name: getattr(flags.FLAGS, f.name) for f in dataclasses.fields(cls)
+            if f.name not in skip and getattr(flags.FLAGS, f.name) is not None}
+
+
+def define_runtime_flags() -> None:
+    """--strategy, --tpu, --mixed_precision, --jit_compile, --fused_gelu (see
+    `RuntimeOptions`)."""
+    from absl import flags
+
+    from electra_tf.training import runtime
+
+    flags.DEFINE_enum("strategy", "auto", runtime.STRATEGIES,
+                      "tf.distribute strategy. auto: TPU (with --tpu or TPU_NAME) > several "
+                      "GPUs (mirrored) > one GPU > CPU; multi_worker reads TF_CONFIG.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (TPUClusterResolver).")
+    flags.DEFINE_enum("mixed_precision", "none", list(runtime.PRECISIONS),
+                      "bf16 for TPUs and CPUs with AMX/AVX512-BF16; fp16 (loss-scaled) for "
+                      "GPUs. Variables and losses stay float32.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA (measure "
+                      "first: on CPUs it can be much slower).")
+    flags.DEFINE_bool("fused_gelu", True, "Run the encoders' exact GELU as two small XLA "
+                      "kernels (forward, backward): same values, faster on CPUs. "
+                      "--nofused_gelu for TensorFlow's separate ops.")
+
+
+def runtime_options():
+    from absl import flags
+
+    from electra_tf.training import runtime
+
+    return runtime.RuntimeOptions(
+        strategy=flags.FLAGS.strategy, tpu=flags.FLAGS.tpu,
+        mixed_precision=flags.FLAGS.mixed_precision,
+        jit_compile=flags.FLAGS.jit_compile,
+        fused_gelu=flags.FLAGS.fused_gelu).validated()

@@ -1,0 +1,41 @@
+r"""Exports a pretraining run's discriminator as TF Hub-style SavedModels.
+
+  electra-export-encoder --checkpoint runs/x --output exports/electra_x
+
+writes exports/electra_x/encoder (the discriminator alone; TF Hub BERT-encoder I/O) and
+exports/electra_x/preprocess (raw strings -> input_word_ids/input_mask/input_type_ids).
+Load them with `import tensorflow_text` first (the tokenizer's ops live there).
+"""
+
+from electra_tf_cli import common
+
+common.quiet_tensorflow()
+
+from absl import flags  # noqa: E402
+
+from electra_tf.export import encoder as export_lib  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    flags.DEFINE_string("checkpoint", None, "A pretraining (or converted) run directory, or a "
+                        "checkpoint inside one.")
+    flags.DEFINE_string("output", None, "Directory to write encoder/ and preprocess/ into.")
+    flags.DEFINE_integer("seq_length", 128, "Length the preprocessor's default signature pads "
+                         "to (bert_pack_inputs takes any seq_length).")
+
+
+def export(argv):
+    del argv
+    paths = export_lib.export_encoder(FLAGS.checkpoint, FLAGS.output, FLAGS.seq_length)
+    print(f"Encoder: {paths['encoder']}\nPreprocessor: {paths['preprocess']}")
+
+
+def main():
+    define_flags()
+    common.run(export, __doc__, required=["checkpoint", "output"])
+
+
+if __name__ == "__main__":
+    main()
