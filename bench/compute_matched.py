@@ -220,4 +220,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    common.run(main, __doc__)
+    from absl import app
+
+    app.run(common.wrap(main))

@@ -15,12 +15,15 @@ common.quiet_tensorflow()
 
 import os  # noqa: E402
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.data import build_pretraining_data as builder  # noqa: E402
 from electra_tf.errors import ConfigError  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["corpus", "vocab", "output_dir"]
 
 
 def define_flags():
@@ -43,7 +46,7 @@ def define_flags():
                         "one string, e.g. '--project=P --region=R --temp_location=gs://b/t'.")
 
 
-def build(argv):
+def run(argv):
     del argv
     options = builder.BuildOptions(
         vocab_path=FLAGS.vocab, max_seq_length=FLAGS.max_seq_length,
@@ -67,8 +70,7 @@ def build(argv):
 
 
 def main():
-    define_flags()
-    common.run(build, __doc__, required=["corpus", "vocab", "output_dir"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

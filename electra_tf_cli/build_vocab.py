@@ -12,11 +12,14 @@ from electra_tf_cli import common
 
 common.quiet_tensorflow()
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.text import vocab  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["corpus", "output"]
 
 
 def define_flags():
@@ -28,15 +31,14 @@ def define_flags():
     flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")
 
 
-def build(argv):
+def run(argv):
     del argv
     vocab.build_vocab(FLAGS.corpus, FLAGS.output, FLAGS.vocab_size, FLAGS.lower_case,
                       FLAGS.strip_accents)
 
 
 def main():
-    define_flags()
-    common.run(build, __doc__, required=["corpus", "output"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -29,34 +29,48 @@ def quiet_tensorflow(argv=None) -> None:
         os.close(devnull)
 
 
-def run(main, doc: str, required=()) -> None:
-    """Runs an absl `main(argv)` as a command documented by `doc` (shown by --help):
-    `--verbose` is defined, the flags named in `required` must be given, and a user error
-    prints `error: <message>`, exit status 2."""
-    from absl import app, flags, logging
+def start(app) -> None:
+    """Runs app module `app` as a command (see `define`, `wrap`)."""
+    from absl import app as absl_app
 
-    from electra_tf.errors import UserError
+    define(app)
+    absl_app.run(wrap(app.run))
 
+
+def define(app) -> None:
+    """Defines the flags of app module `app` (its `define_flags`, `--verbose`; its
+    `REQUIRED` flags must be given) and makes --help show its docstring and flags."""
+    from absl import flags
+
+    app.define_flags()
     flags.DEFINE_bool("verbose", False, "Show TensorFlow's C++ log lines and INFO logs.")
-    flags.mark_flags_as_required(list(required))
+    flags.mark_flags_as_required(app.REQUIRED)
     # absl's --help shows the __main__ module's docstring and the flags defined in it: a
     # console script's or a thin entry point's has neither, the app module has both.
-    sys.modules["__main__"].__doc__ = doc
+    sys.modules["__main__"].__doc__ = app.__doc__
     for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
         if module.startswith(__package__):
             for flag in module_flags:
                 flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
+
+def wrap(run):
+    """An absl main calling `run(argv)`: a user error prints `error: <message>` and exits
+    with status 2."""
+    from absl import flags, logging
+
+    from electra_tf.errors import UserError
+
     def wrapped(argv):
         # TensorFlow logs every checkpoint write at INFO through absl; users need warnings.
         logging.set_verbosity(logging.INFO if flags.FLAGS.verbose else logging.WARNING)
         try:
-            return main(argv)
+            return run(argv)
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
 
-    app.run(wrapped)
+    return wrapped
 
 
 def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None:

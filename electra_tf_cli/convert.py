@@ -19,12 +19,15 @@ from electra_tf_cli import common
 
 common.quiet_tensorflow()
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.convert import api  # noqa: E402
 from electra_tf.errors import ConfigError  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["checkpoint", "output"]
 
 
 def define_flags():
@@ -48,7 +51,7 @@ def define_flags():
                       "any generator weights in the source.")
 
 
-def convert(argv):
+def run(argv):
     del argv
     source, target = getattr(FLAGS, "from"), FLAGS.to
     if (source is None) == (target is None):
@@ -79,8 +82,7 @@ def convert(argv):
 
 
 def main():
-    define_flags()
-    common.run(convert, __doc__, required=["checkpoint", "output"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

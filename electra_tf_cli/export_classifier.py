@@ -13,11 +13,14 @@ from electra_tf_cli import common
 
 common.quiet_tensorflow()
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.export import classifier as export_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["checkpoint", "output"]
 
 
 def define_flags():
@@ -32,7 +35,7 @@ def define_flags():
                         "base directory's name, as in models.config).")
 
 
-def export(argv):
+def run(argv):
     del argv
     result = export_lib.export_classifier(FLAGS.checkpoint, FLAGS.output, FLAGS.trial,
                                           FLAGS.versions, FLAGS.model_name)
@@ -43,8 +46,7 @@ def export(argv):
 
 
 def main():
-    define_flags()
-    common.run(export, __doc__, required=["checkpoint", "output"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

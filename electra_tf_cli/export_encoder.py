@@ -11,11 +11,14 @@ from electra_tf_cli import common
 
 common.quiet_tensorflow()
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.export import encoder as export_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["checkpoint", "output"]
 
 
 def define_flags():
@@ -26,15 +29,14 @@ def define_flags():
                          "to (bert_pack_inputs takes any seq_length).")
 
 
-def export(argv):
+def run(argv):
     del argv
     paths = export_lib.export_encoder(FLAGS.checkpoint, FLAGS.output, FLAGS.seq_length)
     print(f"Encoder: {paths['encoder']}\nPreprocessor: {paths['preprocess']}")
 
 
 def main():
-    define_flags()
-    common.run(export, __doc__, required=["checkpoint", "output"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

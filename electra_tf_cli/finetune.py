@@ -16,6 +16,8 @@ from electra_tf_cli import common
 
 common.quiet_tensorflow()
 
+import sys  # noqa: E402
+
 from absl import flags  # noqa: E402
 
 from electra_tf.finetuning import tasks  # noqa: E402
@@ -23,6 +25,7 @@ from electra_tf.finetuning.config import FinetuneConfig  # noqa: E402
 from electra_tf.runs.finetune import finetune  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["init_checkpoint", "model_dir"]
 _HELP = {
     "task": f"One of: {', '.join(tasks.TASKS)}.",
     "epochs": "Training epochs (task default: 3, 10 for RTE/STS-B).",
@@ -50,7 +53,7 @@ def define_flags():
     common.define_runtime_flags()
 
 
-def run_finetuning(argv):
+def run(argv):
     del argv
     cfg = FinetuneConfig(**common.dataclass_overrides(FinetuneConfig))
     results = finetune(cfg, FLAGS.init_checkpoint, FLAGS.train_file, FLAGS.eval_file,
@@ -63,8 +66,7 @@ def run_finetuning(argv):
 
 
 def main():
-    define_flags()
-    common.run(run_finetuning, __doc__, required=["init_checkpoint", "model_dir"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ from absl import flags  # noqa: E402
 
 from electra_tf.config import PRESETS, ElectraConfig  # noqa: E402
 from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
-from electra_tf.runs import pretrain as run  # noqa: E402
+from electra_tf.runs import pretrain as pretraining  # noqa: E402
 from electra_tf.training import callbacks, runtime  # noqa: E402
 
 FLAGS = flags.FLAGS
+REQUIRED = ["model_dir"]
 _DERIVED = {"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id", "mask_token_id",
             "preset_name"}
 _HELP = {
@@ -69,7 +70,7 @@ def define_flags():
     common.define_runtime_flags()
 
 
-def pretrain(argv):
+def run(argv):
     del argv
     options = common.runtime_options()
     strategy = runtime.create_strategy(options)  # before any other TensorFlow op
@@ -77,23 +78,22 @@ def pretrain(argv):
     if "lower_case" in overrides and "strip_accents" not in overrides:
         overrides["strip_accents"] = overrides["lower_case"]
     config = ElectraConfig.preset(FLAGS.preset, **overrides)
-    inputs = run.RunInputs(
+    inputs = pretraining.RunInputs(
         model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
         vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
         num_processes=FLAGS.num_processes)
-    config, file_pattern = run.prepare_run(config, inputs, FLAGS.train_flops)
+    config, file_pattern = pretraining.prepare_run(config, inputs, FLAGS.train_flops)
     try:
-        results = run.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
+        results = pretraining.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
                             runtime=options, strategy=strategy)
     except callbacks.Preempted as e:
         print(e, file=sys.stderr)
         sys.exit(143)  # 128 + SIGTERM: schedulers see a terminated (restartable) job
-    run.print_summary(FLAGS.model_dir, results)
+    pretraining.print_summary(FLAGS.model_dir, results)
 
 
 def main():
-    define_flags()
-    common.run(pretrain, __doc__, required=["model_dir"])
+    common.start(sys.modules[__name__])
 
 
 if __name__ == "__main__":

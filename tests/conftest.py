@@ -1,18 +1,28 @@
-"""Shared fixtures: a small vocab and packed shards learned from the bundled demo corpus."""
+"""Shared fixtures: a small vocab, packed shards, a tiny pretraining run and fine-tuned runs
+made from the bundled demo data; each is built once per test session, even across
+pytest-xdist worker processes."""
 
+import fcntl
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# One TensorFlow thread pool thread per process (inherited by the commands tests start):
+# the suite runs 2 worker processes on 2 cores, and more threads only contend (measured:
+# 348 s -> 285 s for the whole suite).
+for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(variable, "1")
 
 import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
-sys.path.insert(0, str(ROOT))
+REFERENCE_MODEL = ROOT.parent / "shared" / "models" / "electra-small-ref"
 
 # A few speeches: enough text for a vocab and a few thousand examples, fast to process.
 SMALL_CORPUS = ",".join(str(DEMO / "corpus" / name) for name in (
@@ -21,13 +31,58 @@ SMALL_CORPUS = ",".join(str(DEMO / "corpus" / name) for name in (
 ))
 
 
-def saved_model_cli(*args):
-    """`saved_model_cli show ARGS` of this environment; returns its output."""
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run([cli, "show", *args], capture_output=True, text=True,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    return shown.stdout
+def build_once(tmp_path_factory, name, build) -> pathlib.Path:
+    """`name`'s directory, filled by `build(directory)` once per test session: the first
+    xdist worker to ask builds it while the others wait on a lock, then reuse it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the session's workers
+    directory = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (directory / ".complete").exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+            build(directory)
+            (directory / ".complete").touch()
+    return directory
+
+
+def _command(args):
+    """A command of this environment (e.g. "electra-build-vocab", "python") and its
+    arguments as strings."""
+    return [os.path.join(os.path.dirname(sys.executable), args[0]), *map(str, args[1:])]
+
+
+def start_command(*args):
+    """Starts a command in the background; its stdout and stderr are merged."""
+    return subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def run_command(*args, check=True, env=None, timeout=600, **kwargs):
+    """Runs a command of this environment as a user would; fails the test on a non-zero
+    exit status unless `check` is False. `env` adds variables (None removes one)."""
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+    result = subprocess.run(_command(args), capture_output=True, text=True, timeout=timeout,
+                            env=env, **kwargs)
+    if check and result.returncode != 0:
+        pytest.fail(f"{args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def jsonl(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                    encoding="utf-8")
+    return str(path)
+
+
+def head(path, n, out):
+    """The first `n` lines (or CoNLL sentences) of `path`, written to `out`."""
+    sep = "\n\n" if str(path).endswith(".conll") else "\n"
+    lines = open(path, encoding="utf-8").read().split(sep)
+    out.write_text(sep.join(lines[:n]) + sep, encoding="utf-8")
+    return str(out)
 
 
 @pytest.fixture(scope="session")
@@ -39,11 +94,12 @@ def small_corpus():
 def vocab_path(tmp_path_factory):
     from electra_tf.text import vocab
 
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    tokens = vocab.learn_vocab(SMALL_CORPUS.split(","), 1500, lower_case=True,
-                               strip_accents=True)
-    vocab.write_vocab(tokens, str(path))
-    return str(path)
+    def build(directory):
+        tokens = vocab.learn_vocab(SMALL_CORPUS.split(","), 1500, lower_case=True,
+                                   strip_accents=True)
+        vocab.write_vocab(tokens, str(directory / "vocab.txt"))
+
+    return str(build_once(tmp_path_factory, "vocab", build) / "vocab.txt")
 
 
 @pytest.fixture(scope="session")
@@ -51,10 +107,12 @@ def shards(tmp_path_factory, vocab_path):
     """(file pattern, manifest) of examples of 64 tokens built from the small corpus."""
     from electra_tf.data import build_pretraining_data as builder
 
-    out = tmp_path_factory.mktemp("shards")
-    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=64)
-    manifest = builder.build_pretraining_data(SMALL_CORPUS, str(out), options, num_shards=2,
-                                              show_progress=False)
+    def build(directory):
+        options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=64)
+        builder.build_pretraining_data(SMALL_CORPUS, str(directory), options, num_shards=2,
+                                       show_progress=False)
+
+    manifest = builder.load_manifest(str(build_once(tmp_path_factory, "shards", build)))
     return manifest["file_pattern"], manifest
 
 
@@ -64,9 +122,52 @@ def pretrained_dir(tmp_path_factory, shards, vocab_path):
     from electra_tf.config import ElectraConfig
     from electra_tf.runs import pretrain as pretrain_run
 
-    model_dir = str(tmp_path_factory.mktemp("pretrained"))
-    config = ElectraConfig.preset("tiny", train_steps=20, batch_size=8)
-    inputs = pretrain_run.RunInputs(model_dir=model_dir, data=shards[0], vocab=vocab_path)
-    config, pattern = pretrain_run.prepare_run(config, inputs)
-    pretrain_run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
-    return model_dir
+    def build(directory):
+        config = ElectraConfig.preset("tiny", train_steps=20, batch_size=8)
+        inputs = pretrain_run.RunInputs(model_dir=str(directory), data=shards[0],
+                                        vocab=vocab_path)
+        config, pattern = pretrain_run.prepare_run(config, inputs)
+        pretrain_run.train(config, str(directory), pattern, eval_batches=1, verbose=0)
+
+    return str(build_once(tmp_path_factory, "pretrained", build))
+
+
+@pytest.fixture(scope="session")
+def finetuned(tmp_path_factory, pretrained_dir):
+    """Fine-tuned runs of the tiny pretrained run: `cls` (sentiment labels as names, every
+    other example a text pair; 2 trials), `reg` (regression) and `ner` (Japanese NER
+    tagging). Returns their parent directory."""
+    from electra_tf.finetuning.config import FinetuneConfig
+    from electra_tf.runs.finetune import finetune
+
+    def build(root):
+        lines = open(DEMO / "sentiment" / "train.jsonl", encoding="utf-8").read().splitlines()
+        rows = [json.loads(line) for line in lines[:96]]
+        for i, row in enumerate(rows):
+            row["label"] = ["neg", "pos"][int(row["label"])]
+            if i % 2:
+                row["text_pair"] = rows[i - 1]["text"]
+        train, dev = jsonl(root / "cls_train.jsonl", rows[:64]), jsonl(root / "cls_dev.jsonl",
+                                                                         rows[64:])
+        finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=16,
+                                epochs=2, num_trials=2), pretrained_dir, train, dev,
+                 str(root / "cls"))
+
+        scores = jsonl(root / "reg.jsonl",
+                       [{"text": f"score {i % 5}", "label": float(i % 5)} for i in range(32)])
+        finetune(FinetuneConfig(task="text_regression", max_seq_length=16, batch_size=16,
+                                epochs=1), pretrained_dir, scores, scores, str(root / "reg"))
+
+        conll = head(DEMO / "japanese_ner" / "train.conll", 24, root / "ner.conll")
+        finetune(FinetuneConfig(task="tagging", max_seq_length=24, batch_size=8, epochs=1),
+                 pretrained_dir, conll, conll, str(root / "ner"))
+
+    return build_once(tmp_path_factory, "finetuned", build)
+
+
+def run_app(module, *argv_lists) -> list:
+    """Each argv list run through app `module` (e.g. "electra_tf_cli.convert") in one fresh
+    process (`run_app.py`); [{"code", "stdout", "stderr"}] per run."""
+    result = run_command("python", ROOT / "tests" / "run_app.py", module,
+                         json.dumps([[str(a) for a in argv] for argv in argv_lists]))
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -12,9 +12,10 @@ SHAPES = {
                   intermediate_size=64, max_position_embeddings=64),
              dict(embedding_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=1,
                   intermediate_size=32, max_position_embeddings=64)),
-    "small": (dict(embedding_size=128, hidden_size=256, num_hidden_layers=12,
+    # ELECTRA-Small's widths; 3 layers instead of 12 (depth only repeats what 3 show).
+    "small": (dict(embedding_size=128, hidden_size=256, num_hidden_layers=3,
                    num_attention_heads=4, intermediate_size=1024, max_position_embeddings=128),
-              dict(embedding_size=128, hidden_size=64, num_hidden_layers=12,
+              dict(embedding_size=128, hidden_size=64, num_hidden_layers=3,
                    num_attention_heads=1, intermediate_size=256, max_position_embeddings=128)),
 }
 
@@ -120,3 +121,18 @@ def assert_close(ours, theirs, atol=1e-4):
     assert set(theirs) <= set(ours), (sorted(ours), sorted(theirs))
     for key, value in theirs.items():
         np.testing.assert_allclose(ours[key], value, atol=atol, rtol=0, err_msg=key)
+
+
+def random_keras_hub_backbone(seed=0):
+    """A keras-hub ElectraBackbone of the tiny shape with every weight randomised."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.ElectraBackbone(
+        vocab_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32, embedding_dim=16,
+        intermediate_dim=64, max_sequence_length=64)
+    rng = np.random.default_rng(seed)
+    for variable in backbone.weights:  # LayerNorm and biases too, so swaps would show
+        variable.assign(variable.numpy() + rng.normal(0, 0.05, variable.shape))
+    return backbone

@@ -1,10 +1,13 @@
-"""Runs a tiny pretraining under one strategy, in its own process (tests/test_distribution.py).
+"""Runs tiny pretrainings under given strategies, one after another in this process
+(tests/test_distribution.py).
 
-  python tests/distributed_run.py STRATEGY DATA VOCAB MODEL_DIR [CONFIG_JSON]
+  python tests/distributed_run.py DATA VOCAB RUNS_JSON
 
-STRATEGY `mirrored` splits the CPU into 2 logical devices first (it must happen before
+RUNS_JSON is a list of {"strategy", "model_dir", "overrides"}. When one of them is
+`mirrored`, the CPU is split into 2 logical devices first (it must happen before
 TensorFlow initialises); `multi_worker` reads TF_CONFIG. Dropout is off so runs under
-different strategies can agree to rounding.
+different strategies can agree to rounding; one layer per tower is enough to show how
+gradients are summed, scaled and clipped across replicas.
 """
 
 import json
@@ -12,13 +15,17 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # noqa: E402
 
+# The config of every run (over the tiny preset).
+RUN = {"num_layers": 1, "dropout": 0.0, "batch_size": 8, "train_steps": 3,
+       "checkpoint_every": 1, "keep_checkpoints": 10, "warmup_steps": 2}
 
-def main(strategy_name, data, vocab, model_dir, overrides="{}"):
-    if strategy_name == "mirrored":
+
+def main(data, vocab, runs):
+    runs = json.loads(runs)
+    if any(r["strategy"] == "mirrored" for r in runs):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -26,15 +33,14 @@ def main(strategy_name, data, vocab, model_dir, overrides="{}"):
     from electra_tf.runs import pretrain as run
     from electra_tf.training import runtime
 
-    options = runtime.RuntimeOptions(strategy=strategy_name)
-    strategy = runtime.create_strategy(options)
-    config = ElectraConfig.preset("tiny", **{
-        "dropout": 0.0, "batch_size": 8, "train_steps": 3, "checkpoint_every": 1,
-        "keep_checkpoints": 10, "warmup_steps": 2, **json.loads(overrides)})
-    config, pattern = run.prepare_run(config, run.RunInputs(
-        model_dir=model_dir, data=data, vocab=vocab))
-    run.train(config, model_dir, pattern, eval_batches=1, verbose=0, runtime=options,
-              strategy=strategy)
+    for spec in runs:
+        options = runtime.RuntimeOptions(strategy=spec["strategy"])
+        strategy = runtime.create_strategy(options)
+        config = ElectraConfig.preset("tiny", **{**RUN, **spec.get("overrides", {})})
+        config, pattern = run.prepare_run(config, run.RunInputs(
+            model_dir=spec["model_dir"], data=data, vocab=vocab))
+        run.train(config, spec["model_dir"], pattern, eval_batches=1, verbose=0,
+                  runtime=options, strategy=strategy)
 
 
 if __name__ == "__main__":

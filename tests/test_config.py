@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from electra_tf.config import ElectraConfig
@@ -33,7 +35,28 @@ def test_max_predictions_follows_the_official_formula():
 def test_json_round_trip(tmp_path):
     cfg = ElectraConfig.preset("tiny", learning_rate=3e-3, lower_case=False)
     cfg.save(str(tmp_path / "config.json"))
+    expected = {
+        "preset_name": "tiny", "vocab_size": 30522, "embedding_size": 32, "hidden_size": 64,
+        "num_layers": 2, "num_heads": 2, "intermediate_size": 128,
+        "max_position_embeddings": 128, "type_vocab_size": 2, "dropout": 0.1,
+        "initializer_range": 0.02, "layer_norm_epsilon": 1e-12, "generator_size": 0.5,
+        "tie_embeddings": "all", "objective": "electra", "generator": "transformer",
+        "lower_case": False, "strip_accents": True, "pad_token_id": 0, "unk_token_id": 100,
+        "cls_token_id": 101, "sep_token_id": 102, "mask_token_id": 103,
+        "max_seq_length": 64, "batch_size": 16, "grad_accum_steps": 1, "train_steps": 300,
+        "learning_rate": 3e-3, "warmup_steps": 100, "lr_decay_power": 1.0,
+        "weight_decay": 0.01, "adam_bias_correction": False, "clip_norm": 1.0,
+        "mask_prob": 0.15, "mlm_weight": 1.0, "disc_weight": 50.0, "temperature": 1.0,
+        "seed": 0, "checkpoint_every": 100, "keep_checkpoints": 3}
+    assert json.loads((tmp_path / "config.json").read_text()) == expected
     assert ElectraConfig.load(str(tmp_path / "config.json")) == cfg
+
+
+def test_converted_sizes_find_their_preset():
+    assert ElectraConfig(hidden_size=768, embedding_size=768, num_heads=12,
+                         intermediate_size=3072).matching_preset() == "base"
+    assert ElectraConfig().matching_preset() == "small"  # small++ has small's size
+    assert ElectraConfig(num_layers=4).matching_preset() is None
 
 
 def test_bad_values_are_refused_with_the_fix():

@@ -3,7 +3,7 @@ import pytest
 
 from electra_tf.errors import ConfigError
 from electra_tf.convert import api
-from tests import convert_fixtures as fx
+import convert_fixtures as fx
 
 # keras-hub's ElectraBackbone uses the tanh approximation of GELU; ELECTRA (and we) use the
 # exact erf form. On this random 2-layer model they differ by ~4e-5; we allow 1e-3.
@@ -12,15 +12,8 @@ GELU_APPROXIMATION_TOLERANCE = 1e-3
 
 def test_keras_hub_backbone_into_ours(tmp_path):
     import keras
-    import keras_hub
 
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.ElectraBackbone(
-        vocab_size=len(fx.VOCAB), num_layers=2, num_heads=2, hidden_dim=32, embedding_dim=16,
-        intermediate_dim=64, max_sequence_length=64)
-    rng = np.random.default_rng(0)
-    for variable in backbone.weights:  # LayerNorm and biases too, so swaps would show
-        variable.assign(variable.numpy() + rng.normal(0, 0.05, variable.shape))
+    backbone = fx.random_keras_hub_backbone()
     backbone.save(tmp_path / "backbone.keras")
     fx.write_vocab(tmp_path)
 

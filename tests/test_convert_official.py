@@ -3,15 +3,13 @@ import logging
 
 import numpy as np
 import pytest
+import torch
+import transformers
+from transformers.models.electra import modeling_electra
 
-pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
-import transformers  # noqa: E402
-from transformers.models.electra import modeling_electra  # noqa: E402
-
-from electra_tf.config import ConfigError  # noqa: E402
-from electra_tf.convert import api, huggingface, official, official_names  # noqa: E402
-from tests import convert_fixtures as fx  # noqa: E402
+import convert_fixtures as fx
+from electra_tf.convert import api, huggingface, official, official_names
+from electra_tf.errors import ConfigError
 
 
 def official_checkpoint(models, prefix, untied=False):

@@ -3,17 +3,17 @@
 import collections
 import glob
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import DEMO, ROOT
+from conftest import DEMO, run_command
+from electra_tf.data import beam_pipeline
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
+from electra_tf.errors import CorpusError
 
-pytest.importorskip("apache_beam", reason="the Beam builder is an optional extra: "
-                    "pip install -r requirements-beam.txt")
+ONE = "--direct_num_workers=1"
+
 
 
 def records(pattern):
@@ -40,13 +40,9 @@ def corpus_pattern(tmp_path):
 
 
 def build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards):
-    command = [sys.executable, "-m", "electra_tf_cli.build_data",
-               "--runner", "DirectRunner", "--corpus", corpus_pattern, "--vocab", vocab_path,
-               "--output_dir", str(output_dir), "--max_seq_length", "32", "--seed", "7",
-               "--num_shards", str(num_shards),
-               "--beam_pipeline_options=--direct_num_workers=1"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_command("electra-build-data", "--runner", "DirectRunner", "--corpus", corpus_pattern,
+                "--vocab", vocab_path, "--output_dir", output_dir, "--max_seq_length", "32",
+                "--seed", "7", "--num_shards", num_shards, f"--beam_pipeline_options={ONE}")
     return builder.load_manifest(str(output_dir))
 
 
@@ -69,9 +65,11 @@ def test_beam_build_writes_the_examples_of_a_one_process_per_file_local_build(
 
 
 def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern, vocab_path):
-    output_dir = tmp_path / "shards"
-    build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards=4)
-    manifest = build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards=2)
+    output_dir = str(tmp_path / "shards")
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=32)
+    beam_pipeline.build_with_beam(corpus_pattern, output_dir, options, 4, pipeline_args=ONE)
+    manifest = beam_pipeline.build_with_beam(corpus_pattern, output_dir, options, 2,
+                                             pipeline_args=ONE)
     assert sorted(os.listdir(output_dir)) == [
         "manifest.json", "pretrain_data.tfrecord-00000-of-00002",
         "pretrain_data.tfrecord-00001-of-00002"]
@@ -79,9 +77,7 @@ def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern
 
 
 def test_a_pattern_matching_nothing_is_a_clear_error(tmp_path, vocab_path):
-    command = [sys.executable, "-m", "electra_tf_cli.build_data",
-               "--runner", "DirectRunner", "--corpus", str(tmp_path / "none*.txt"),
-               "--vocab", vocab_path, "--output_dir", str(tmp_path / "out")]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 2
-    assert "matches no file" in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(CorpusError, match="matches no file"):
+        beam_pipeline.build_with_beam(
+            str(tmp_path / "none*.txt"), str(tmp_path / "out"),
+            builder.BuildOptions(vocab_path=vocab_path), 2, pipeline_args=ONE)

@@ -77,5 +77,10 @@ def test_finetune_from_tfds(tfds_dir, pretrained_dir, tmp_path):
     cfg = FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
                              max_seq_length=32, batch_size=16, epochs=1)
     results = finetune(cfg, pretrained_dir, None, None, str(tmp_path / "out"))
-    assert results["task"] == "sst2" and 0 <= results["summary"]["accuracy"]["median"] <= 1
-    assert len(open(tmp_path / "out" / "predictions.jsonl").readlines()) == 32
+    predictions = [json.loads(line) for line in open(tmp_path / "out" / "predictions.jsonl")]
+    assert results["task"] == "sst2" and len(predictions) == 32
+    dev = sst2_rows(DEMO / "sentiment" / "dev.jsonl", 32)
+    assert [p["label"] for p in predictions] == [str(r["label"]) for r in dev]
+    assert {p["prediction"] for p in predictions} <= {"0", "1"}
+    accuracy = sum(p["prediction"] == p["label"] for p in predictions) / 32
+    assert results["summary"]["accuracy"]["median"] == accuracy

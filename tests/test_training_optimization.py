@@ -36,7 +36,7 @@ def test_bias_correction_option_matches_keras_adamw():
     np.testing.assert_allclose(var_a.numpy(), var_b.numpy(), rtol=1e-6)
 
 
-def test_layer_norm_and_biases_are_not_decayed_and_gradients_are_clipped():
+def test_layer_norm_and_biases_are_not_decayed():
     dense = keras.layers.Dense(2, bias_initializer="ones")
     norm = keras.layers.LayerNormalization()
     model = keras.Sequential([keras.Input((2,)), dense, norm])
@@ -51,7 +51,25 @@ def test_layer_norm_and_biases_are_not_decayed_and_gradients_are_clipped():
             assert not np.allclose(a, b)  # decayed with a zero gradient
         else:
             np.testing.assert_array_equal(a, b)  # bias, gamma, beta untouched
-    assert opt.clip_norm == 1.0
+
+
+def test_gradients_are_clipped_to_their_global_norm():
+    """A gradient of global norm 10 under clip_norm 1.0 moves Adam's moments exactly as
+    its rescaling to norm 1 does without clipping (and unlike the unclipped gradient)."""
+    gradients = [tf.constant([6.0, 0.0]), tf.constant([8.0])]  # global norm 10
+
+    def moments(clip_norm, scale):
+        variables = [keras.Variable(np.zeros(2, np.float32)),
+                     keras.Variable(np.zeros(1, np.float32))]
+        opt = create_optimizer(0.1, total_steps=10, warmup_steps=0, variables=variables,
+                               clip_norm=clip_norm)
+        opt.apply([g * scale for g in gradients], variables)
+        return np.concatenate([m.numpy() for m in opt._momentums + opt._velocities])
+
+    clipped, rescaled = moments(1.0, 1.0), moments(0.0, 0.1)
+    np.testing.assert_allclose(clipped, rescaled, rtol=1e-6)
+    np.testing.assert_allclose(clipped[:3], [0.06, 0.0, 0.08], rtol=1e-6)  # 0.1 x g / 10
+    assert not np.allclose(moments(0.0, 1.0), clipped)
 
 
 def test_layerwise_decay_is_correct_by_default_and_official_on_request():

@@ -64,7 +64,8 @@ def create_strategy(options: RuntimeOptions) -> tf.distribute.Strategy:
             tf.tpu.experimental.initialize_tpu_system(resolver)
         except (ValueError, tf.errors.OpError) as e:
             raise ConfigError(f"--strategy tpu: cannot reach TPU {options.tpu or '(local)'}: "
-                              f"{e}. Pass --tpu NAME (or grpc://host:port).") from e
+                              f"{str(e).rstrip('.')}. Pass --tpu NAME (or grpc://host:port)."
+                              ) from e
         return tf.distribute.TPUStrategy(resolver)
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:

@@ -1,0 +1,59 @@
+"""The console commands as a user runs them: converting in and out of every format, learning
+a vocab, --help, and TensorFlow's start-up lines only on --verbose."""
+
+import os
+
+import convert_fixtures as fx
+from conftest import SMALL_CORPUS, run_app, run_command
+from electra_tf.text import vocab as vocab_lib
+
+
+def test_convert_in_and_out_of_every_format(tmp_path):
+    disc_dir, gen_dir = fx.save_hf(fx.random_hf_models(), tmp_path / "hf")
+    fx.random_keras_hub_backbone().save(tmp_path / "backbone.keras")
+    fx.write_vocab(tmp_path)
+    ours, tf1 = tmp_path / "ours", tmp_path / "tf1" / "model.ckpt"
+    runs = run_app(
+        "electra_tf_cli.convert",
+        ["--from", "huggingface", "--checkpoint", disc_dir, "--generator", gen_dir,
+         "--output", ours],
+        ["--to", "huggingface", "--checkpoint", ours, "--output", tmp_path / "hf_out"],
+        ["--to", "official", "--checkpoint", ours, "--output", tf1],
+        # Head counts are not in TF1 shapes: the official rule (hidden / 64) needs the flag.
+        ["--from", "official", "--checkpoint", tf1, "--num_heads", "2", "--output",
+         tmp_path / "from_tf1"],
+        ["--from", "keras_hub", "--checkpoint", tmp_path / "backbone.keras", "--vocab",
+         tmp_path / "vocab.txt", "--output", tmp_path / "from_keras_hub"],
+        ["--from", "huggingface", "--checkpoint", tmp_path, "--output", tmp_path / "x"],
+        ["--from", "official", "--to", "huggingface", "--checkpoint", ours, "--output",
+         tmp_path / "y"])
+    assert [r["code"] for r in runs] == [0, 0, 0, 0, 0, 2, 2], runs
+    assert "Mapped 80 variables (discriminator + head + generator)" in runs[0]["stdout"]
+    assert f"{tmp_path / 'hf_out'}, {tmp_path / 'hf_out' / 'generator'}" in runs[1]["stdout"]
+    assert (tmp_path / "hf_out" / "generator" / "model.safetensors").is_file()
+    assert f"Wrote a TF1 checkpoint: {tf1}" in runs[2]["stdout"]
+    assert os.path.isfile(f"{tf1}.index")
+    fx.assert_same_weights(ours, tmp_path / "from_tf1")  # out to TF1 and back: exact
+    assert "Mapped 39 variables (discriminator) into" in runs[4]["stdout"]
+    for failed in runs[5:]:
+        assert failed["stderr"].strip().splitlines()[-1].startswith("error: ")
+        assert "Traceback" not in failed["stderr"]
+    assert "Give exactly one of --from" in runs[6]["stderr"]
+
+
+def test_build_vocab_shows_tensorflow_lines_only_on_verbose_and_helps(tmp_path):
+    corpus = SMALL_CORPUS.split(",")[0]
+    built = run_command("electra-build-vocab", "--corpus", corpus, "--output",
+                        tmp_path / "vocab.txt", "--vocab_size", "500", "--verbose",
+                        env={"TF_CPP_MIN_LOG_LEVEL": None})
+    tokens = vocab_lib.load_vocab(str(tmp_path / "vocab.txt"))
+    assert 100 < len(tokens) <= 500 and tokens[:5] == list(vocab_lib.SPECIAL_TOKENS)
+    assert f"Wrote {len(tokens)} tokens to {tmp_path / 'vocab.txt'}" in built.stdout
+    assert "oneDNN" in built.stderr  # TensorFlow's own start-up notice, on request
+
+    helped = run_command("electra-build-vocab", "--help", check=False,  # absl exits 1
+                         env={"TF_CPP_MIN_LOG_LEVEL": None})
+    assert "Learns a WordPiece vocabulary from raw text." in helped.stdout
+    for flag in ("--corpus", "--output", "--vocab_size", "--[no]lower_case", "--[no]verbose"):
+        assert flag in helped.stdout, flag
+    assert helped.stderr == "", helped.stderr  # quiet: not one TensorFlow start-up line

@@ -1,0 +1,161 @@
+"""A fine-tuning run end to end, from a tiny pretraining run (the shared `finetuned` runs)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import DEMO, head, run_command
+from electra_tf import run_dir
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError, TaskDataError
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.layers.task_models import SequenceClassifier
+from electra_tf.runs.finetune import finetune
+from electra_tf.training import runtime
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def test_classification_writes_results_predictions_and_best_checkpoints(finetuned):
+    out = finetuned / "cls"
+    results = json.load(open(out / "eval_results.json"))
+    assert results["task"] == "text_classification" and results["main_metric"] == "accuracy"
+    assert [t["seed"] for t in results["trials"]] == [0, 1]
+    accuracies = [t["scores"]["accuracy"] for t in results["trials"]]
+    assert results["summary"]["accuracy"]["median"] == np.median(accuracies)
+    assert results["best_trial"] == int(np.argmax(accuracies))
+    assert json.load(open(out / "labels.json")) == ["neg", "pos"]
+    task = json.load(open(out / "task.json"))
+    assert task == {"task": "text_classification", "kind": "classification",
+                    "text_pairs": True, "model": {
+                        "class_name": "SequenceClassifier",
+                        "head_config": {"head_outputs": 2, "dropout": 0.1,
+                                        "initializer_range": 0.02}}}
+    predictions = read_jsonl(out / "predictions.jsonl")
+    assert len(predictions) == 32
+    assert {p["prediction"] for p in predictions} <= {"neg", "pos"}
+    assert all(abs(sum(p["probabilities"]) - 1) < 1e-3 for p in predictions)
+    assert predictions[0]["source"].endswith("cls_dev.jsonl:1")
+    # The predictions are the best trial's: its accuracy, recomputed from them.
+    correct = np.mean([p["prediction"] == p["label"] for p in predictions])
+    assert correct == pytest.approx(max(accuracies))
+    for trial in results["trials"]:
+        assert os.path.exists(trial["checkpoint"] + ".index")
+        assert trial["best_epoch"] in (1, 2)
+    settings = json.load(open(out / "finetune_config.json"))
+    # A tiny-preset encoder takes the small-encoder recipe: lr 3e-4; layer-wise decay 0.8.
+    assert settings["learning_rate"] == 3e-4 and settings["layerwise_decay"] == 0.8
+
+
+def test_regression_and_tagging_runs(finetuned):
+    results = json.load(open(finetuned / "reg" / "eval_results.json"))
+    assert set(results["summary"]) == {"pearson", "spearman"}
+    scores = [p["prediction"] for p in read_jsonl(finetuned / "reg" / "predictions.jsonl")]
+    assert len(scores) == 32 and len(set(scores)) > 1
+
+    results = json.load(open(finetuned / "ner" / "eval_results.json"))
+    assert set(results["summary"]) == {"span_f1", "span_precision", "span_recall",
+                                       "accuracy"}
+    predictions = read_jsonl(finetuned / "ner" / "predictions.jsonl")
+    assert len(predictions) == 24
+    assert all(len(p["prediction"]) == len(p["label"]) for p in predictions)
+    tags = set(json.load(open(finetuned / "ner" / "labels.json")))
+    assert {t for p in predictions for t in p["prediction"]} <= tags
+
+
+def test_a_checkpoint_not_matching_its_config_is_refused(pretrained_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(pretrained_dir, broken)
+    config = json.load(open(broken / "config.json"))
+    config["intermediate_size"] = 96
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="does not match the encoder"):
+        run_dir.load_encoder(run_dir.open_pretrained(str(broken)),
+                             ElectraConfig.from_dict(config), 0.1)
+
+
+def test_bad_input_is_refused_in_one_line(pretrained_dir, tmp_path):
+    bad = tmp_path / "train.jsonl"
+    bad.write_text('{"text": "a", "label": "x"}\n')
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"text": "b", "label": "y"}\n')
+    result = run_command("electra-finetune", "--init_checkpoint", pretrained_dir, "--task",
+                         "text_classification", "--train_file", bad, "--eval_file", dev,
+                         "--model_dir", tmp_path / "out", check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "dev.jsonl:1: label 'y'" in result.stderr and "Traceback" not in result.stderr
+    cfg = FinetuneConfig(task="text_classification")
+    with pytest.raises(TaskDataError, match="Give --train_file and --eval_file"):
+        finetune(cfg, pretrained_dir, str(bad), None, str(tmp_path / "x"))
+    with pytest.raises(TaskDataError, match="Unknown task 'summarization'"):
+        finetune(FinetuneConfig(task="summarization"), pretrained_dir, str(bad), str(dev),
+                 str(tmp_path / "x"))
+    with pytest.raises(ConfigError, match="mirrored"):
+        finetune(cfg, pretrained_dir, str(bad), str(dev), str(tmp_path / "x"),
+                 runtime=runtime.RuntimeOptions(strategy="multi_worker"))
+
+
+def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tmp_path):
+    context = ("The president gave a speech to the congress about the economy. " * 3 +
+               "The nation was strong and the people were free.")
+    qas = [{"id": "a", "question": "Who gave a speech?",
+            "answers": [{"text": "The president", "answer_start": 0}]},
+           {"id": "b", "question": "What was strong?",
+            "answers": [{"text": "The nation", "answer_start": context.index("The nation")}]},
+           {"id": "c", "question": "What color was the sky?", "answers": [],
+            "is_impossible": True}]
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [
+        {"context": context, "qas": qas}]}]}))
+    cfg = FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12, batch_size=8,
+                         epochs=1)
+    out = tmp_path / "qa"
+    results = finetune(cfg, pretrained_dir, str(path), str(path), str(out))
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(results["summary"])
+    predictions = json.load(open(out / "predictions.json"))
+    null_odds = json.load(open(out / "null_odds.json"))
+    assert set(predictions) == set(null_odds) == {"a", "b", "c"}
+    records = read_jsonl(out / "predictions.jsonl")
+    assert [r["id"] for r in records] == ["a", "b", "c"]
+    assert all(predictions[r["id"]] == r["prediction"] for r in records)
+
+
+def test_bf16_fine_tuning_keeps_float32_outputs(pretrained_dir, tmp_path):
+    train = head(DEMO / "sentiment" / "train.jsonl", 32, tmp_path / "train.jsonl")
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=16,
+                         epochs=1)
+    results = finetune(cfg, pretrained_dir, train, train, str(tmp_path / "bf16"),
+                       runtime=runtime.RuntimeOptions(mixed_precision="bf16"))
+    assert np.isfinite(results["summary"]["accuracy"]["median"])
+
+    config = ElectraConfig.load(os.path.join(pretrained_dir, "config.json"))
+    with runtime.precision("bf16"):
+        encoder = run_dir.load_encoder(None, config, 0.1)
+        model = SequenceClassifier(encoder, 2)
+    ids = np.full((2, 8), 5, np.int32)
+    logits = model({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                    "input_type_ids": np.zeros_like(ids)})
+    assert encoder.transformer_layers[0].compute_dtype == "bfloat16"
+    assert encoder.transformer_layers[0].variable_dtype == "float32"
+    assert logits.dtype == "float32"
+
+
+def test_xla_compiled_fine_tuning_equals_the_graph_steps(pretrained_dir, tmp_path):
+    """`--jit_compile` (every TPU run's path) fine-tunes to the same model: same
+    predictions after the same steps, dropout off so both draw nothing at random."""
+    train = head(DEMO / "sentiment" / "train.jsonl", 32, tmp_path / "train.jsonl")
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=16,
+                         epochs=1, dropout=0.0)
+    probabilities = {}
+    for jit in (False, True):
+        out = tmp_path / f"jit_{jit}"
+        finetune(cfg, pretrained_dir, train, train, str(out),
+                 runtime=runtime.RuntimeOptions(jit_compile=jit))
+        probabilities[jit] = [p["probabilities"] for p in read_jsonl(out / "predictions.jsonl")]
+    np.testing.assert_allclose(probabilities[True], probabilities[False], atol=2e-5)
