@@ -1,1 +1,1 @@
-"""SavedModel export: TF Hub-style encoder + preprocessor (and, next, serving classifiers)."""
+"""SavedModel export: TF Hub-style encoder + preprocessor, TF Serving classifiers."""
