@@ -20,8 +20,10 @@ A fine-tuning run (`finetune.py --model_dir`):
     finetune_config.json     the recipe and task (`FinetuneConfig`)
     encoder_config.json      the encoder's `ElectraConfig`; vocab.txt beside it
     labels.json              label names in id order
-    task.json                task name, kind, text pairs, and the task model's head
-    trial_<k>/best/          the kept checkpoint of trial k; trial_<k>/logs/ TensorBoard
+    task.json                task name, kind, text pairs, the task model's head, what
+                             serving needs besides (e.g. a regression's label range)
+    trial_<k>/model/         trial k's kept checkpoint (the last epoch's, or with
+                             --select_best_epoch the best one's); trial_<k>/logs/ TensorBoard
     predictions.jsonl        eval predictions (QA adds predictions.json, null_odds.json)
     eval_results.json        each trial's metrics, with the median and spread
 """
@@ -57,6 +59,7 @@ LABELS_FILE = "labels.json"
 TASK_FILE = "task.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
+KEPT_MODEL_DIR = "model"  # inside trial_<k>/
 
 
 # ----------------------------------------------------------------------------- files
@@ -233,6 +236,7 @@ class Finetuned:
     kind: str  # its kind (`finetuning.kinds`)
     labels: list
     text_pairs: bool  # the model was trained on `[CLS] a [SEP] b [SEP]` inputs
+    task_info: dict  # task.json: the above, and what the task's kind recorded for serving
     settings: dict  # finetune_config.json: the recipe it was trained with
     encoder_config: ElectraConfig
     vocab_path: str
@@ -248,8 +252,9 @@ def write_finetuning_setup(directory: str, settings: dict, pretrained: Pretraine
                            labels: list, task_info: dict) -> None:
     """Writes what a fine-tuning run needs to be restored, before training starts.
 
-    `task_info` holds "task", "kind", "text_pairs" and "model" ({"class_name",
-    "head_config"} of the task model, see `layers.task_models`).
+    `task_info` holds "task", "kind", "text_pairs", "model" ({"class_name",
+    "head_config"} of the task model, see `layers.task_models`) and what the task's kind
+    adds for serving.
     """
     os.makedirs(directory, exist_ok=True)
     write_json(directory, FINETUNE_CONFIG_FILE, settings)
@@ -264,9 +269,14 @@ def trial_dir(directory: str, trial: int) -> str:
     return os.path.join(directory, f"trial_{trial}")
 
 
+def kept_model_dir(directory: str, trial: int) -> str:
+    """Where trial `trial` of a fine-tuning run keeps its model's checkpoint."""
+    return os.path.join(trial_dir(directory, trial), KEPT_MODEL_DIR)
+
+
 def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
-    """Restores the kept checkpoint of `trial` (default: the best trial) of a fine-tuning
-    run."""
+    """Restores the kept model of `trial` (default: the trial with the best main metric)
+    of a fine-tuning run."""
     def path(name):
         full = os.path.join(directory, name)
         if not os.path.exists(full):
@@ -283,9 +293,11 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
     if not 0 <= trial < len(results["trials"]):
         raise ConfigError(f"{directory!r} has trials 0..{len(results['trials']) - 1}; "
                           f"got trial {trial}.")
-    checkpoint = tf.train.latest_checkpoint(path(os.path.join(f"trial_{trial}", "best")))
+    checkpoint = tf.train.latest_checkpoint(path(os.path.relpath(
+        kept_model_dir(directory, trial), directory)))
     if checkpoint is None:
-        raise ConfigError(f"{directory!r}: no checkpoint in trial_{trial}/best.")
+        raise ConfigError(f"{directory!r}: no checkpoint in trial_{trial}/"
+                          f"{KEPT_MODEL_DIR}.")
     settings = read(FINETUNE_CONFIG_FILE)
     encoder_config = ElectraConfig.load(path(ENCODER_CONFIG_FILE))
     vocab_path = path(VOCAB_FILE)
@@ -297,7 +309,6 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
     model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
     status = tf.train.Checkpoint(model=model).read(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
-    return Finetuned(model, task_info["task"], task_info["kind"],
-                     read(LABELS_FILE),
-                     task_info["text_pairs"], settings, encoder_config, vocab_path,
-                     special_ids(vocab_path, encoder_config), checkpoint)
+    return Finetuned(model, task_info["task"], task_info["kind"], read(LABELS_FILE),
+                     task_info["text_pairs"], task_info, settings, encoder_config,
+                     vocab_path, special_ids(vocab_path, encoder_config), checkpoint)

@@ -171,3 +171,47 @@ def run_app(module, *argv_lists) -> list:
     result = run_command("python", ROOT / "tests" / "run_app.py", module,
                          json.dumps([[str(a) for a in argv] for argv in argv_lists]))
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory):
+    """`../shared/models/electra-small-ref` (a real ELECTRA-Small pretrained by an
+    independent implementation, HF layout), converted with its generator into a run
+    directory."""
+    from electra_tf.convert import api
+
+    def build(directory):
+        api.from_huggingface(str(REFERENCE_MODEL / "discriminator"), str(directory / "run"),
+                             generator=str(REFERENCE_MODEL / "generator"))
+
+    return str(build_once(tmp_path_factory, "reference", build) / "run")
+
+
+def novel_or_speech(n_train, n_eval, seed=0):
+    """A topic-style task from the bundled corpus: is a sentence from Moby-Dick or from a
+    State of the Union address? ([{"text", "label"}] train and eval rows, balanced.)"""
+    import random
+
+    from electra_tf.text.sentences import split_sentences
+
+    rng = random.Random(seed)
+
+    def sentences(paths):
+        found = []
+        for path in paths:
+            for line in open(path, encoding="utf-8"):
+                found += [s for s in split_sentences(line) if 8 <= len(s.split()) <= 30]
+        rng.shuffle(found)
+        return found
+
+    corpus = DEMO / "corpus"
+    novel = sentences([corpus / "moby_dick.txt"])
+    speech = sentences(sorted(corpus.glob("sotu_*.txt")))
+
+    def rows(start, n):
+        picked = ([{"text": t, "label": "novel"} for t in novel[start:start + n // 2]]
+                  + [{"text": t, "label": "speech"} for t in speech[start:start + n // 2]])
+        rng.shuffle(picked)
+        return picked
+
+    return rows(0, n_train), rows(n_train, n_eval)

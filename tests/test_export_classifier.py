@@ -12,6 +12,7 @@ from electra_tf import run_dir
 from electra_tf.errors import ConfigError
 from electra_tf.export import classifier as export_lib
 from electra_tf.finetuning import features
+from electra_tf.finetuning.kinds.tagging import to_iob2
 from saved_models import session_predict, signature_defs, tensor_specs
 
 # Empty, very long, Korean and emoji texts; pairs given, empty (a single text) and mixed.
@@ -119,7 +120,8 @@ def test_regression_and_tagging_signatures(finetuned, exported):
     inputs, _, starts = encoder.encode_words(SENTENCES)
     logits = restored.model(inputs, training=False).numpy()
     for row, sentence in enumerate(SENTENCES):
-        expected = [restored.labels[logits[row, s].argmax()] if s >= 0 else "O"
+        # Trained on BIOES (official), served as IOB2 tags.
+        expected = [to_iob2(restored.labels[logits[row, s].argmax()]) if s >= 0 else "O"
                     for s in starts[row]]
         assert outputs["ner"]["tags"][row] == expected + [""] * (WIDTH - len(sentence))
         assert [i for i in outputs["ner"]["tag_ids"][row] if i >= 0] == [

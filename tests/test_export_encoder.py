@@ -31,7 +31,8 @@ def reference_outputs(pretrained_dir, seq_length=32):
     config = pretrained.config
     encoder = load_encoder(pretrained, config, dropout=config.dropout)
     packer = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,
-                                    config.strip_accents), pretrained.special_ids, seq_length)
+                                    config.strip_accents), pretrained.special_ids, seq_length,
+                     truncation="round_robin")  # TF Hub's convention, as the preprocessor
     results = {}
     for name, pairs in (("single", None), ("pair", PAIRS)):
         inputs = packer.encode_pairs(TEXTS, pairs)

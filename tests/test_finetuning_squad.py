@@ -50,9 +50,10 @@ def test_long_context_is_windowed_with_stride_and_targets_follow_the_answer(tmp_
         start = features.start_positions[row]
         if start:
             assert ids[row, start] == VOCAB.index("seine")
-            assert features.answerable[row] == 1.0
         else:
-            assert features.end_positions[row] == 0 and features.answerable[row] == 0.0
+            assert features.end_positions[row] == 0
+    # "No answer" is the question's, whatever the window (the official label).
+    assert not features.impossible.any()
     # Every context word is scored in some window ("max context" for its pieces there).
     best_words = {features.piece_to_word[row][position]
                   for row, best in enumerate(features.max_context)
@@ -67,6 +68,8 @@ def test_decoding_picks_the_best_valid_span_and_handles_no_answer(tmp_path):
     tokenizer = make_tokenizer(VOCAB, lower_case=True, strip_accents=True)
     features = squad.create_features(examples, tokenizer, SPECIAL, max_length=24,
                                      doc_stride=8, max_query_length=10)
+    assert features.impossible.tolist() == [float(features.example_index[row] == 1)
+                                            for row in range(len(features.impossible))]
     n, length = features.inputs["input_word_ids"].shape
     start = np.full((n, length), -5.0)
     end = np.full((n, length), -5.0)
@@ -74,13 +77,44 @@ def test_decoding_picks_the_best_valid_span_and_handles_no_answer(tmp_path):
         s, e = features.start_positions[row], features.end_positions[row]
         start[row, s] += 10.0
         end[row, e] += 10.0
-    answerable = np.where(features.answerable > 0, 5.0, -5.0)
-    # q2's windows have no gold span: make its answerability logit clearly negative.
-    predictions, null_odds = squad.decode(examples, features, start, end, answerable,
-                                          null_threshold=0.0)
-    assert predictions["q1"] == "Seine"
-    assert predictions["q2"] == ""
-    assert null_odds["q2"] > 0 > null_odds["q1"]
-    # SQuAD 1.1 decoding never answers "".
-    predictions, _ = squad.decode(examples, features, start, end, None, null_threshold=None)
-    assert predictions["q2"] != ""
+        if features.example_index[row] == 1:  # q2: something to answer with anyway
+            start[row, 14] += 4.0
+            end[row, 15] += 4.0
+    no_answer = np.where(features.impossible > 0, 3.0, -4.0)
+    no_answer[features.example_index.index(1)] = 1.0  # the question's minimum counts
+    independent = {"start_logits": start, "end_logits": end, "no_answer_logit": no_answer}
+    predictions, best, null_odds = squad.decode(examples, features, independent, True,
+                                                null_threshold=-2.75)
+    assert predictions["q1"] == best["q1"] == "Seine"
+    assert predictions["q2"] == "" and best["q2"] != ""
+    assert null_odds == {"q1": -4.0, "q2": 1.0}
+    assert squad.decode(examples, features, independent, True, null_threshold=2.0)[0][
+        "q2"] == best["q2"]
+    # SQuAD 1.1 decoding never answers "" and has no null odds.
+    predictions, _, null_odds = squad.decode(examples, features, independent, False)
+    assert predictions["q2"] != "" and null_odds == {}
+
+    # Joint prediction: beams of starts, and of ends for each start, with log-probabilities.
+    beam = 2
+    log_softmax = start - np.log(np.exp(start).sum(-1, keepdims=True))
+    start_top = np.argsort(-log_softmax, -1)[:, :beam]
+    end_top = np.argsort(-end, -1)[:, None, :beam].repeat(beam, 1)
+    joint = {"start_top_index": start_top,
+             "start_top_log_probs": np.take_along_axis(log_softmax, start_top, -1),
+             "end_top_index": end_top,
+             "end_top_log_probs": np.take_along_axis(end[:, None], end_top, -1),
+             "no_answer_logit": no_answer}
+    predictions, best, _ = squad.decode(examples, features, joint, True, -2.75)
+    assert predictions == {"q1": "Seine", "q2": ""}
+
+
+def test_best_no_answer_threshold_is_the_official_sweep():
+    from electra_tf.finetuning.metrics import best_no_answer_threshold
+
+    gold = {"a": ["Paris"], "b": [], "c": ["Seine"]}
+    best_texts = {"a": "Paris", "b": "a city", "c": "Loire"}
+    # Sorted by null odds: a (-3) right, c (-1) wrong, b (2) unanswerable. Answering a
+    # only (threshold -3) scores a + b = 2 of 3.
+    scores = best_no_answer_threshold(gold, best_texts, {"a": -3.0, "b": 2.0, "c": -1.0})
+    assert scores["best_exact"] == pytest.approx(200 / 3)
+    assert scores["best_exact_thresh"] == -3.0

@@ -1,6 +1,8 @@
 import pytest
 
 from electra_tf.finetuning import readers, tasks
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.finetuning.kinds.tagging import to_bioes, to_iob2
 from electra_tf.errors import TaskDataError
 from conftest import DEMO
 
@@ -55,7 +57,8 @@ def test_unknown_task_and_unseen_eval_label(tmp_path):
         tasks.get_task("summarization")
     examples = [readers.SequenceExample("x", None, "maybe", "dev.jsonl:7")]
     with pytest.raises(TaskDataError, match="dev.jsonl:7.*'maybe'"):
-        tasks.get_task("text_classification").kind.check_labels(examples, ["0", "1"])
+        tasks.get_task("text_classification").kind.check_labels(examples, ["0", "1"],
+                                                                FinetuneConfig())
 
 
 def test_conll_reader_on_the_japanese_ner_sample():
@@ -63,8 +66,12 @@ def test_conll_reader_on_the_japanese_ner_sample():
     assert len(examples) == 100
     assert all(len(e.words) == len(e.tags) for e in examples)
     task = tasks.get_task("tagging")
-    labels = task.kind.labels(task, examples)
-    assert "O" in labels and any(t.startswith("B-") for t in labels)
+    labels = task.kind.labels(task, examples, FinetuneConfig())
+    # Trained as BIOES (official): every span type gets its B-, I-, E- and S- tags.
+    types = {t[2:] for e in examples for t in e.tags if t != "O"}
+    assert labels == sorted({"O"} | {p + t for t in types for p in ("B-", "I-", "E-", "S-")})
+    assert task.kind.labels(task, examples, FinetuneConfig(tag_encoding="as_given")) == \
+        sorted({t for e in examples for t in e.tags})
 
 
 def test_conll_line_without_a_tag_column_is_refused(tmp_path):
@@ -72,3 +79,36 @@ def test_conll_line_without_a_tag_column_is_refused(tmp_path):
     path.write_text("word\tB-PER\nlonely\n")
     with pytest.raises(TaskDataError, match=r"bad.conll:2: 1 column"):
         readers.read_conll(str(path))
+
+
+@pytest.mark.parametrize("tags, bioes", [
+    (["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "E-PER", "O", "S-LOC"]),  # IOB2
+    (["I-PER", "I-PER", "I-PER", "O", "I-ORG"], ["B-PER", "I-PER", "E-PER", "O", "S-ORG"]),
+    (["B-PER", "B-PER", "O"], ["S-PER", "S-PER", "O"]),  # IOB2: adjacent entities
+])
+def test_span_tags_convert_to_bioes_and_back_to_iob2(tags, bioes):
+    assert to_bioes(tags) == bioes
+    assert to_bioes(bioes) == bioes
+    iob2 = [to_iob2(t) for t in bioes]
+    assert to_bioes(iob2) == bioes  # the same spans in IOB2
+
+
+def test_official_recipe_choices_by_task():
+    cfg = FinetuneConfig()
+    mrpc, stsb, sst2 = (tasks.get_task(name) for name in ("mrpc", "stsb", "sst2"))
+    assert mrpc.double_unordered and stsb.double_unordered and not sst2.double_unordered
+    assert stsb.label_range == (0.0, 5.0)
+    examples = [readers.SequenceExample("a", "b", 5.0, "x:1"),
+                readers.SequenceExample("c", "d", 2.5, "x:2")]
+    assert stsb.kind.targets(stsb, examples, []).tolist() == [1.0, 0.5]
+    from electra_tf.config import ElectraConfig
+
+    for preset, rate in (("small", 3e-4), ("base", 1e-4), ("large", 5e-5)):
+        resolved = cfg.resolved(ElectraConfig.preset(preset), sst2)
+        assert resolved.learning_rate == rate, preset
+    large = cfg.resolved(ElectraConfig.preset("large"), sst2)
+    assert large.layerwise_decay == 0.9 and large.head_dropout == 0.1
+    squad_v2 = cfg.resolved(ElectraConfig.preset("base"), tasks.get_task("squad_v2"))
+    assert (squad_v2.max_seq_length, squad_v2.epochs, squad_v2.head_dropout) == (512, 2, 0.0)
+    tagging = cfg.resolved(ElectraConfig.preset("base"), tasks.get_task("tagging"))
+    assert (tagging.max_seq_length, tagging.head_dropout) == (256, 0.0)

@@ -46,9 +46,12 @@ def sst2_rows(path, n):
 @pytest.fixture(scope="module")
 def tfds_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tfds")
+    unlabelled = [dict(row, label=-1) for row in sst2_rows(DEMO / "sentiment" / "dev.jsonl",
+                                                          8)]
     prepare_glue(data_dir, "sst2", {
         "train": sst2_rows(DEMO / "sentiment" / "train.jsonl", 64),
-        "validation": sst2_rows(DEMO / "sentiment" / "dev.jsonl", 32)})
+        "validation": sst2_rows(DEMO / "sentiment" / "dev.jsonl", 32),
+        "test": unlabelled})  # GLUE test splits carry label -1
     prepare_glue(data_dir, "rte", {"validation": [
         {"idx": 0, "sentence1": "A cat sat.", "sentence2": "An animal sat.", "label": 0},
         {"idx": 1, "sentence1": "A cat sat.", "sentence2": "Nobody sat.", "label": 1},
@@ -84,3 +87,17 @@ def test_finetune_from_tfds(tfds_dir, pretrained_dir, tmp_path):
     assert {p["prediction"] for p in predictions} <= {"0", "1"}
     accuracy = sum(p["prediction"] == p["label"] for p in predictions) / 32
     assert results["summary"]["accuracy"]["median"] == accuracy
+
+
+def test_an_unlabelled_test_split_is_predicted_not_scored(tfds_dir, pretrained_dir, tmp_path):
+    cfg = FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
+                         eval_split="test", max_seq_length=16, batch_size=16, epochs=1)
+    results = finetune(cfg, pretrained_dir, None, None, str(tmp_path / "out"))
+    assert results["summary"] == {} and results["trials"][0]["scores"] == {}
+    predictions = [json.loads(line) for line in open(tmp_path / "out" / "predictions.jsonl")]
+    assert len(predictions) == 8 and all(p["label"] is None for p in predictions)
+    assert {p["prediction"] for p in predictions} <= {"0", "1"}
+    with pytest.raises(TaskDataError, match=r"glue/sst2:test\[0\]: no label"):
+        finetune(FinetuneConfig(task="sst2", tfds_name="glue/sst2", data_dir=tfds_dir,
+                                train_split="test"), pretrained_dir, None, None,
+                 str(tmp_path / "x"))

@@ -36,6 +36,8 @@ def test_classification_writes_results_predictions_and_best_checkpoints(finetune
                         "class_name": "SequenceClassifier",
                         "head_config": {"head_outputs": 2, "dropout": 0.1,
                                         "initializer_range": 0.02}}}
+    # The official choice: each trial reports (and keeps) the model after its last epoch.
+    assert results["selection"] == "last_epoch"
     predictions = read_jsonl(out / "predictions.jsonl")
     assert len(predictions) == 32
     assert {p["prediction"] for p in predictions} <= {"neg", "pos"}
@@ -44,9 +46,9 @@ def test_classification_writes_results_predictions_and_best_checkpoints(finetune
     # The predictions are the best trial's: its accuracy, recomputed from them.
     correct = np.mean([p["prediction"] == p["label"] for p in predictions])
     assert correct == pytest.approx(max(accuracies))
-    for trial in results["trials"]:
-        assert os.path.exists(trial["checkpoint"] + ".index")
-        assert trial["best_epoch"] in (1, 2)
+    for k, trial in enumerate(results["trials"]):
+        assert trial["checkpoint"].startswith(str(out / f"trial_{k}" / "model" / "ckpt-2"))
+        assert os.path.exists(trial["checkpoint"] + ".index") and trial["epoch"] == 2
     settings = json.load(open(out / "finetune_config.json"))
     # A tiny-preset encoder takes the small-encoder recipe: lr 3e-4; layer-wise decay 0.8.
     assert settings["learning_rate"] == 3e-4 and settings["layerwise_decay"] == 0.8
@@ -117,13 +119,17 @@ def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tm
                          epochs=1)
     out = tmp_path / "qa"
     results = finetune(cfg, pretrained_dir, str(path), str(path), str(out))
-    assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(results["summary"])
-    predictions = json.load(open(out / "predictions.json"))
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_exact", "best_exact_thresh",
+            "best_f1", "best_f1_thresh"} <= set(results["summary"])
+    # The official evaluation script's inputs: best non-null answers and null odds.
+    best = json.load(open(out / "predictions.json"))
     null_odds = json.load(open(out / "null_odds.json"))
-    assert set(predictions) == set(null_odds) == {"a", "b", "c"}
+    assert set(best) == set(null_odds) == {"a", "b", "c"}
+    assert all(best.values())
     records = read_jsonl(out / "predictions.jsonl")
     assert [r["id"] for r in records] == ["a", "b", "c"]
-    assert all(predictions[r["id"]] == r["prediction"] for r in records)
+    for r in records:  # "" where the null odds exceed --qa_na_threshold (-2.75)
+        assert r["prediction"] == ("" if null_odds[r["id"]] > -2.75 else best[r["id"]])
 
 
 def test_bf16_fine_tuning_keeps_float32_outputs(pretrained_dir, tmp_path):

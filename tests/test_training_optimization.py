@@ -1,5 +1,6 @@
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
@@ -94,6 +95,9 @@ def test_lr_multiplier_scales_the_update_and_the_decay():
     a = keras.Variable(np.array([1.0], np.float32), name="a")
     b = keras.Variable(np.array([1.0], np.float32), name="b")
     opt = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.1,
-                          lr_multipliers={b.path: 0.5})
+                          lr_multipliers={a.path: 1.0, b.path: 0.5})
     opt.apply([tf.constant([1.0]), tf.constant([1.0])], [a, b])
     np.testing.assert_allclose(1.0 - b.numpy(), 0.5 * (1.0 - a.numpy()), rtol=1e-6)
+    # A variable the multipliers leave out is an error, not a silent full rate.
+    with pytest.raises(ValueError, match="name no rate for 1 variable"):
+        AdamWeightDecay(learning_rate=0.1, lr_multipliers={b.path: 0.5}).build([a, b])

@@ -82,7 +82,8 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
           int32 [batch, seq_length];
       `tokenize(strings [batch])` -> int32 word-piece ids, ragged [batch, None];
       `bert_pack_inputs(segments, seq_length)` -> the three tensors for one or two
-          tokenized segments (`[CLS] a [SEP] b [SEP]`, truncated round-robin).
+          tokenized segments (`[CLS] a [SEP] b [SEP]`, truncated round-robin as TF Hub's
+          BERT preprocessors do).
     """
     module = Reusable()
     module.vocab_file = tf.saved_model.Asset(vocab_path)
@@ -98,7 +99,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
     @tf.function
     def pack_inputs(segments, seq_length=seq_length):
-        return pack_segments(segments, seq_length, special_ids)
+        return pack_segments(segments, seq_length, special_ids, "round_robin")
 
     for count in (1, 2):
         pack_inputs.get_concrete_function([ragged] * count)
@@ -109,7 +110,8 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def call(strings):
-        return pack_segments([module.tokenizer(strings)], seq_length, special_ids)
+        return pack_segments([module.tokenizer(strings)], seq_length, special_ids,
+                             "round_robin")
 
     module.__call__ = call
     return module

@@ -26,8 +26,7 @@ def build_serving_module(run):
     module.vocab_file = tf.saved_model.Asset(run.vocab_path)
     module.tokenizer = make_tokenizer(run.vocab_path, run.encoder_config.lower_case,
                                       run.encoder_config.strip_accents)
-    signatures = kind.serving_signatures(model, module.tokenizer, run.max_seq_length,
-                                         run.special_ids, run.labels, run.text_pairs)
+    signatures = kind.serving_signatures(run, module.tokenizer)
     module.signature_functions = signatures  # saved with the object
     return module, signatures
 

@@ -1,9 +1,9 @@
-"""Examples -> encoder inputs (numpy), with the same tf-text/keras-hub ops export uses."""
+"""Examples -> encoder inputs (numpy), with the same tf-text ops export uses."""
 
-import keras_hub
 import numpy as np
 
-from electra_tf.text.tokenizer import tokenize_to_lists
+from electra_tf.text.packing import pack_segments
+from electra_tf.text.tokenizer import tokenize_ragged, tokenize_to_lists
 
 IGNORE = -1  # tagging label of non-first word pieces, [CLS], [SEP] and padding
 
@@ -11,18 +11,17 @@ IGNORE = -1  # tagging label of non-first word pieces, [CLS], [SEP] and padding
 class Encoder:
     """Tokenizes and packs text the way the fine-tuned model sees it.
 
-    Pairs become `[CLS] a [SEP] b [SEP]`, truncated round-robin to `max_length` by keras-hub's
-    `MultiSegmentPacker` (the layer the exported serving signature uses too).
+    Pairs become `[CLS] a [SEP] b [SEP]`, truncated to `max_length` as `truncation` says
+    (`text.packing`: longest first, as the official code; the serving signatures pack
+    with the same function).
     """
 
-    def __init__(self, tokenizer, special_ids: dict, max_length: int):
+    def __init__(self, tokenizer, special_ids: dict, max_length: int,
+                 truncation: str = "longest_first"):
         self.tokenizer = tokenizer
         self.special_ids = special_ids
         self.max_length = max_length
-        self.packer = keras_hub.layers.MultiSegmentPacker(
-            sequence_length=max_length, start_value=special_ids["cls_token_id"],
-            end_value=special_ids["sep_token_id"], pad_value=special_ids["pad_token_id"],
-            truncate="round_robin")
+        self.truncation = truncation
 
     def encode_pairs(self, texts, pairs=None, with_pairs=None, batch_size=1024) -> dict:
         """texts, pairs: lists of str (pairs None or all None for single texts).
@@ -36,16 +35,14 @@ class Encoder:
         if with_pairs is None:
             with_pairs = any(p is not None for p in pairs)
         for start in range(0, len(texts), batch_size):
-            segments = [self.tokenizer(list(texts[start:start + batch_size]))]
+            segments = [tokenize_ragged(self.tokenizer, texts[start:start + batch_size])]
             if with_pairs:
                 chunk = ["" if p is None else p for p in pairs[start:start + batch_size]]
-                segments.append(self.tokenizer(chunk))
-            token_ids, segment_ids = self.packer(tuple(segments) if with_pairs else segments[0])
-            token_ids = np.asarray(token_ids, np.int32)
-            outputs["input_word_ids"].append(token_ids)
-            outputs["input_type_ids"].append(np.asarray(segment_ids, np.int32))
-            outputs["input_mask"].append(
-                (token_ids != self.special_ids["pad_token_id"]).astype(np.int32))
+                segments.append(tokenize_ragged(self.tokenizer, chunk))
+            packed = pack_segments(segments, self.max_length, self.special_ids,
+                                   self.truncation)
+            for key, value in packed.items():
+                outputs[key].append(value.numpy())
         return {k: np.concatenate(v) for k, v in outputs.items()}
 
     def encode_words(self, sentences, tag_ids=None):

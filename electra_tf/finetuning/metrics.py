@@ -144,3 +144,25 @@ def squad_scores(gold_answers: dict, predictions: dict) -> dict:
         for name, items in (("HasAns", has), ("NoAns", no)):
             scores.update({f"{name}_{k}": v for k, v in summary(items).items()})
     return scores
+
+
+def best_no_answer_threshold(gold_answers: dict, best_texts: dict, null_odds: dict) -> dict:
+    """SQuAD 2.0: the null-odds threshold that would have scored best, as the official
+    evaluation script finds it (`find_all_best_thresh`): best_exact / best_exact_thresh /
+    best_f1 / best_f1_thresh (percent). `best_texts` are the best non-null answers."""
+    scores = {}
+    for metric, name in ((exact_match, "exact"), (token_f1, "f1")):
+        has_answer = {qid: bool(answers) for qid, answers in gold_answers.items()}
+        # Answering "" everywhere is right on exactly the unanswerable questions.
+        current = best = sum(not has for has in has_answer.values())
+        threshold = 0.0
+        for qid in sorted(gold_answers, key=lambda q: null_odds[q]):
+            if has_answer[qid]:
+                current += max(metric(best_texts[qid], a) for a in gold_answers[qid])
+            elif best_texts[qid]:
+                current -= 1
+            if current > best:
+                best, threshold = current, null_odds[qid]
+        scores[f"best_{name}"] = 100.0 * best / max(1, len(gold_answers))
+        scores[f"best_{name}_thresh"] = float(threshold)
+    return scores

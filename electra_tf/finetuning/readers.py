@@ -109,7 +109,8 @@ def _read_glue(task, path, require_labels):
         if len(row) <= needed:
             raise TaskDataError(f"{source}: {len(row)} columns, the {task.name} format needs "
                                 f"more than {needed}.")
-        label = task.kind.parse_label(row[label_column], source) if require_labels else None
+        has_label = len(row) > (label_column if label_column >= 0 else -label_column - 1)
+        label = task.kind.parse_label(row[label_column], source) if has_label else None
         examples.append(SequenceExample(row[text_column],
                                         row[pair_column] if pair_column is not None else None,
                                         label, source))

@@ -11,7 +11,7 @@ to the context's characters.
 import collections
 import dataclasses
 import json
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class QAFeatures:
     inputs: Dict[str, np.ndarray]
     start_positions: np.ndarray
     end_positions: np.ndarray
-    answerable: np.ndarray
+    impossible: np.ndarray  # 1.0 when the window's question has no answer (official label)
     example_index: List[int]
     piece_to_word: List[Dict[int, int]]  # sequence position -> context word
     max_context: List[Dict[int, bool]]  # sequence position -> best window for that piece
@@ -96,7 +96,8 @@ class QAFeatures:
 def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride=128,
                     max_query_length=64) -> QAFeatures:
     """Windows every example's context; targets point at [CLS] (0) when the answer is not
-    inside a window or the question has none."""
+    inside a window or the question has none; `impossible` is the question's (SQuAD 2.0
+    unanswerable), whatever the window, as in the official code."""
     question_pieces = tokenize_to_lists(tokenizer, [e.question for e in examples])
     word_pieces = tokenize_to_lists(tokenizer, [w for e in examples for w in e.words])
     cls, sep, pad = (special_ids["cls_token_id"], special_ids["sep_token_id"],
@@ -147,7 +148,7 @@ def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride
             rows["segments"].append(segment + [0] * padding)
             rows["start"].append(answer_start)
             rows["end"].append(answer_end)
-            rows["answerable"].append(float(answer_start > 0))
+            rows["impossible"].append(float(not example.answers))
             rows["example"].append(index)
             rows["to_word"].append(to_word)
             rows["best"].append(best)
@@ -157,7 +158,7 @@ def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride
                 "input_type_ids": np.asarray(rows["segments"], np.int32)},
         start_positions=np.asarray(rows["start"], np.int32),
         end_positions=np.asarray(rows["end"], np.int32),
-        answerable=np.asarray(rows["answerable"], np.float32),
+        impossible=np.asarray(rows["impossible"], np.float32),
         example_index=rows["example"], piece_to_word=rows["to_word"],
         max_context=rows["best"])
 
@@ -176,44 +177,60 @@ def _is_max_context(windows, current, position):
     return best_window == current
 
 
-def decode(examples, features: QAFeatures, start_logits, end_logits,
-           answerable_logits: Optional[np.ndarray] = None, n_best=20, max_answer_length=30,
-           null_threshold=0.0):
-    """Best answer text per question id, and its null odds (null score - best span score).
+def _span_candidates(outputs, row, n_best):
+    """(start, end, score) candidates of one window: the beams of joint prediction (start
+    and end log-probabilities), else the `n_best` best starts x ends (summed logits)."""
+    if "start_top_index" in outputs:
+        starts, ends = outputs["start_top_index"][row], outputs["end_top_index"][row]
+        start_scores = outputs["start_top_log_probs"][row]
+        end_scores = outputs["end_top_log_probs"][row]
+        for i, start in enumerate(starts):
+            for j, end in enumerate(ends[i]):
+                yield int(start), int(end), float(start_scores[i] + end_scores[i, j])
+        return
+    start_logits, end_logits = outputs["start_logits"][row], outputs["end_logits"][row]
+    top_ends = np.argsort(end_logits)[::-1][:n_best]
+    for start in np.argsort(start_logits)[::-1][:n_best]:
+        for end in top_ends:
+            yield int(start), int(end), float(start_logits[start] + end_logits[end])
 
-    The null score is the [CLS] start+end logit sum (minimum over windows), or, when an
-    answerability logit is given, minus that logit. An empty answer is predicted when the
-    null odds exceed `null_threshold`; with `null_threshold=None` (SQuAD 1.1) never.
+
+def decode(examples, features: QAFeatures, outputs: dict, with_null: bool,
+           null_threshold: float = 0.0, max_answer_length=30, n_best=20):
+    """Answers from the model's outputs on every window, as the official scorer decodes.
+
+    The best valid span over a question's windows (inside the context, start no later
+    than end, at most `max_answer_length` pieces, starting in the window that gives its
+    start the most context) is its best non-null answer. With `with_null` (SQuAD 2.0) the
+    question's null odds are its smallest `no_answer_logit` over the windows, and it is
+    answered "" when they exceed `null_threshold`.
+
+    Returns (predictions {qid: text}, best non-null answers {qid: text}, null odds {qid:
+    float}, empty without `with_null`).
     """
     by_example = collections.defaultdict(list)
     for row, index in enumerate(features.example_index):
         by_example[index].append(row)
-    predictions, null_odds = {}, {}
+    predictions, best_texts, null_odds = {}, {}, {}
     for index, example in enumerate(examples):
         best_text, best_score, null_score = "", -np.inf, np.inf
         for row in by_example[index]:
-            starts, ends = start_logits[row], end_logits[row]
-            if answerable_logits is not None:
-                row_null = -float(answerable_logits[row])
-            else:
-                row_null = float(starts[0] + ends[0])
-            null_score = min(null_score, row_null)
+            null_score = min(null_score, float(outputs["no_answer_logit"][row]))
             to_word, best = features.piece_to_word[row], features.max_context[row]
-            top_ends = np.argsort(ends)[::-1][:n_best]
-            for s in np.argsort(starts)[::-1][:n_best]:
-                for e in top_ends:
-                    if s not in to_word or e not in to_word or e < s:
-                        continue
-                    if e - s + 1 > max_answer_length or not best.get(s, False):
-                        continue
-                    score = float(starts[s] + ends[e])
-                    if score > best_score:
-                        first, last = to_word[s], to_word[e]
-                        best_score = score
-                        best_text = example.context[example.word_spans[first][0]:
-                                                    example.word_spans[last][1]]
-        odds = null_score - best_score if best_score > -np.inf else np.inf
-        null_odds[example.qid] = float(odds) if np.isfinite(odds) else 1e9
-        unanswerable = null_threshold is not None and odds > null_threshold
-        predictions[example.qid] = "" if unanswerable else best_text
-    return predictions, null_odds
+            for s, e, score in _span_candidates(outputs, row, n_best):
+                if s not in to_word or e not in to_word or e < s:
+                    continue
+                if e - s + 1 > max_answer_length or not best.get(s, False):
+                    continue
+                if score > best_score:
+                    first, last = to_word[s], to_word[e]
+                    best_score = score
+                    best_text = example.context[example.word_spans[first][0]:
+                                                example.word_spans[last][1]]
+        best_texts[example.qid] = best_text
+        predictions[example.qid] = best_text
+        if with_null:
+            null_odds[example.qid] = null_score
+            if null_score > null_threshold:
+                predictions[example.qid] = ""
+    return predictions, best_texts, null_odds

@@ -25,6 +25,11 @@ class Task:
     epochs: int = 3
     scorer: Optional[Callable] = None  # the official metrics, when not the kind's
     unanswerable: bool = False  # QA with unanswerable questions (SQuAD 2.0)
+    # Paraphrase-like pairs whose order carries nothing: with `--double_unordered` (the
+    # official default) training sees every pair in both orders.
+    double_unordered: bool = False
+    # Regression labels' (low, high): trained on (label - low) / high, as official.
+    label_range: Optional[tuple] = None
 
     def score(self, gold, predicted) -> dict:
         return (self.scorer or self.kind.score)(gold, predicted)
@@ -54,9 +59,11 @@ TASKS = {task.name: task for task in [
     Task("cola", _CLASSIFICATION, "mcc", ("0", "1"), (3, None, 1), glue_header=False,
          scorer=_mcc),
     Task("sst2", _CLASSIFICATION, "accuracy", ("0", "1"), (0, None, 1)),
-    Task("mrpc", _CLASSIFICATION, "f1", ("0", "1"), (3, 4, 0), scorer=_accuracy_and_f1),
+    Task("mrpc", _CLASSIFICATION, "f1", ("0", "1"), (3, 4, 0), scorer=_accuracy_and_f1,
+         double_unordered=True),
     Task("qqp", _CLASSIFICATION, "f1", ("0", "1"), (3, 4, 5), scorer=_accuracy_and_f1),
-    Task("stsb", _REGRESSION, "spearman", None, (7, 8, -1), epochs=10),
+    Task("stsb", _REGRESSION, "spearman", None, (7, 8, -1), epochs=10,
+         double_unordered=True, label_range=(0.0, 5.0)),
     Task("mnli", _CLASSIFICATION, "accuracy", ("contradiction", "entailment", "neutral"),
          (8, 9, -1)),
     Task("qnli", _CLASSIFICATION, "accuracy", ("entailment", "not_entailment"), (1, 2, -1)),

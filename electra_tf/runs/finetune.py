@@ -1,4 +1,4 @@
-"""A fine-tuning run: restore the pretrained discriminator, train a task head, keep the best.
+"""A fine-tuning run: restore the pretrained discriminator, train a task head, evaluate.
 
 `finetune.py` is a thin flag layer over `finetune`. The run directory's layout is
 `run_dir`'s; the task's kind (`finetuning.kinds`) reads, encodes, trains and decodes.
@@ -33,26 +33,41 @@ def _dataset(train, batch_size, seed):
     return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
-class _EvaluateAndKeepBest(keras.callbacks.Callback):
-    """Scores the eval set with the official metric each epoch; checkpoints the best."""
+class _EvaluateAndKeep(keras.callbacks.Callback):
+    """Scores the eval set with the task's official metrics and checkpoints the model kept:
+    the one after the last epoch (official), or with `select_best` the epoch with the best
+    main metric (scoring every epoch). An eval set without labels is only predicted."""
 
-    def __init__(self, task, data, manager, batch_size):
+    def __init__(self, task, data, manager, batch_size, epochs, select_best):
         super().__init__()
         self.task, self.data, self.manager, self.batch_size = task, data, manager, batch_size
-        self.best = None
+        self.epochs, self.select_best = epochs, select_best
+        self.kept = None
 
     def on_epoch_end(self, epoch, logs=None):
+        last = epoch + 1 == self.epochs
+        if not (last or self.select_best):
+            return
         outputs = self.model.predict(self.data.eval_inputs, batch_size=self.batch_size,
                                      verbose=0)
         predicted, records = self.data.predictions(outputs)
-        scores = self.task.score(self.data.gold(), predicted)
+        scores = self.data.score(self.task, predicted)
+        if scores is None:  # nothing to score: the last epoch's predictions
+            print(f"  epoch {epoch + 1}: predicted {len(records)} unlabelled examples")
+            if last:
+                self._keep(epoch, {}, records)
+            return
         if logs is not None:
             logs.update({f"eval_{k}": v for k, v in scores.items()})
-        main = scores[self.task.main_metric]
         print(f"  epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
-        if self.best is None or main > self.best["scores"][self.task.main_metric]:
-            self.manager.save(checkpoint_number=epoch + 1)
-            self.best = {"epoch": epoch + 1, "scores": scores, "records": records}
+        main = self.task.main_metric
+        if not self.select_best or self.kept is None or scores[main] > self.kept["scores"][
+                main]:
+            self._keep(epoch, scores, records)
+
+    def _keep(self, epoch, scores, records):
+        self.manager.save(checkpoint_number=epoch + 1)
+        self.kept = {"epoch": epoch + 1, "scores": scores, "records": records}
 
 
 def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str],
@@ -84,11 +99,11 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
 
     kind = task.kind
     train_examples = kind.read_examples(task, cfg, cfg.train_split if cfg.tfds_name
-                                        else train_file)
+                                        else train_file, training=True)
     eval_examples = kind.read_examples(task, cfg, cfg.eval_split if cfg.tfds_name
-                                       else eval_file)
-    labels = kind.labels(task, train_examples)
-    kind.check_labels(eval_examples, labels)
+                                       else eval_file, training=False)
+    labels = kind.labels(task, train_examples, cfg)
+    kind.check_labels(eval_examples, labels, cfg)
     tokenizer = make_tokenizer(pretrained.vocab_path, encoder_config.lower_case,
                                encoder_config.strip_accents)
     data = kind.prepare(task, cfg, tokenizer, pretrained.special_ids, train_examples,
@@ -99,7 +114,7 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     run_dir.write_finetuning_setup(
         model_dir, dataclasses.asdict(cfg), pretrained, labels,
         {"task": task.name, "kind": kind.name, "text_pairs": data.text_pairs,
-         "model": model_info})
+         "model": model_info, **kind.task_info(task, cfg)})
 
     trials = []
     for trial in range(cfg.num_trials):
@@ -109,18 +124,22 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
                                      encoder_config, model_info,
                                      run_dir.trial_dir(model_dir, trial), cfg.seed + trial,
                                      runtime))
+    scored = all(trial["scores"] for trial in trials)
     best_trial = max(range(len(trials)),
-                     key=lambda t: trials[t]["scores"][task.main_metric])
+                     key=lambda t: trials[t]["scores"][task.main_metric] if scored else 0)
     records = trials[best_trial]["records"]
     with open(os.path.join(model_dir, run_dir.PREDICTIONS_FILE), "w", encoding="utf-8") as f:
         for example, record in zip(eval_examples, records):
             f.write(json.dumps({**data.describe(example), **record}, ensure_ascii=False) + "\n")
-    for name, value in kind.prediction_files(records).items():
+    for name, value in kind.prediction_files(data, records).items():
         run_dir.write_json(model_dir, name, value)
     for trial in trials:
         trial.pop("records", None)
-    results = {"task": task.name, "main_metric": task.main_metric, "trials": trials,
-               "best_trial": best_trial, "summary": _summary(trials)}
+    results = {"task": task.name, "main_metric": task.main_metric,
+               # Which epoch each trial reports (and keeps for export).
+               "selection": "best_epoch" if cfg.select_best_epoch else "last_epoch",
+               "trials": trials, "best_trial": best_trial,
+               "summary": _summary(trials) if scored else {}}
     run_dir.write_json(model_dir, run_dir.EVAL_RESULTS_FILE, results)
     return results
 
@@ -140,17 +159,19 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
     optimizer = create_optimizer(cfg.learning_rate, steps, int(cfg.warmup_proportion * steps),
                                  model.trainable_variables, cfg.weight_decay, 1.0,
                                  cfg.adam_bias_correction, lr_multipliers=multipliers)
-    loss, loss_weights = task.kind.loss(task)
+    loss, loss_weights = task.kind.loss(task, cfg)
     model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
                   loss=loss, loss_weights=loss_weights, jit_compile=runtime.jit_compile)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
-                                         os.path.join(trial_dir, "best"), max_to_keep=1)
-    keeper = _EvaluateAndKeepBest(task, data, manager, cfg.batch_size)
+                                         os.path.join(trial_dir, run_dir.KEPT_MODEL_DIR),
+                                         max_to_keep=1)
+    keeper = _EvaluateAndKeep(task, data, manager, cfg.batch_size, cfg.epochs,
+                              cfg.select_best_epoch)
     model.fit(_dataset(data.train, cfg.batch_size, seed), epochs=cfg.epochs, verbose=2,
               shuffle=False,  # the dataset shuffles itself, seeded
               callbacks=[keeper, keras.callbacks.TensorBoard(os.path.join(trial_dir, "logs"))])
-    return {"seed": seed, "best_epoch": keeper.best["epoch"], "scores": keeper.best["scores"],
-            "checkpoint": manager.latest_checkpoint, "records": keeper.best["records"]}
+    return {"seed": seed, "epoch": keeper.kept["epoch"], "scores": keeper.kept["scores"],
+            "checkpoint": manager.latest_checkpoint, "records": keeper.kept["records"]}
 
 
 def _summary(trials):

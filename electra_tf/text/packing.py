@@ -1,22 +1,52 @@
-"""In-graph packing of tokenized text into the encoder's inputs, for exported SavedModels.
-
-Fine-tuning packs with keras-hub's `MultiSegmentPacker` and `features.Encoder` in eager
-numpy; a SavedModel needs the same result from graph ops with a `seq_length` that may be a
-tensor, so these call the tf-text ops the packer runs directly. Tests check both agree.
+"""Packing tokenized text into the encoder's inputs, in graph ops (eager or inside
+exported SavedModels): fine-tuning, its serving signatures and the TF Hub preprocessor use
+the same functions.
 """
 
 import tensorflow as tf
 
+# How a pair too long for the sequence is cut: "longest_first" removes pieces from the
+# longer segment (the second on ties), as BERT and the official ELECTRA fine-tuning code
+# do; "round_robin" from each in turn, as TF Hub's BERT preprocessors do.
+TRUNCATIONS = ("longest_first", "round_robin")
 
-def pack_segments(segments, seq_length, special_ids: dict) -> dict:
+
+def truncate_longest_first(segments, budget):
+    """Cuts ragged segments [batch, (pieces)] to at most `budget` pieces in all, each row
+    as the official `_truncate_seq_pair` does (one or two segments)."""
+    if len(segments) == 1:
+        return [segments[0][:, :budget]]
+    first, second = segments
+    first_length = first.row_lengths()
+    second_length = second.row_lengths()
+    budget = tf.cast(budget, first_length.dtype)
+    # Pop from the longer one until both are equal, then from the second, then alternate:
+    # the first keeps ceil(budget / 2) pieces unless the second is shorter than that.
+    keep_first = tf.minimum(first_length, tf.maximum(budget - second_length,
+                                                     (budget + 1) // 2))
+    keep_second = tf.minimum(second_length, budget - keep_first)
+    return [_keep_prefix(first, keep_first), _keep_prefix(second, keep_second)]
+
+
+def _keep_prefix(ragged, lengths):
+    positions = tf.ragged.range(ragged.row_lengths())
+    return tf.ragged.boolean_mask(ragged, positions < tf.expand_dims(lengths, 1))
+
+
+def pack_segments(segments, seq_length, special_ids: dict,
+                  truncation: str = "longest_first") -> dict:
     """One or two ragged int segments [batch, (pieces)] -> `[CLS] a [SEP] (b [SEP])`.
 
-    Truncates round-robin to `seq_length` and returns `input_word_ids`, `input_mask`,
+    Truncates to `seq_length` (see TRUNCATIONS) and returns `input_word_ids`, `input_mask`,
     `input_type_ids`, int32 [batch, seq_length].
     """
     import tensorflow_text as tf_text
 
-    trimmed = tf_text.RoundRobinTrimmer(seq_length - len(segments) - 1).trim(segments)
+    budget = seq_length - len(segments) - 1
+    if truncation == "round_robin":
+        trimmed = tf_text.RoundRobinTrimmer(budget).trim(segments)
+    else:
+        trimmed = truncate_longest_first(segments, budget)
     token_ids, segment_ids = tf_text.combine_segments(
         trimmed, start_of_sequence_id=special_ids["cls_token_id"],
         end_of_segment_id=special_ids["sep_token_id"])

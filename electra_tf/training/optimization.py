@@ -68,6 +68,12 @@ class AdamWeightDecay(keras.optimizers.Adam):
 
     def build(self, var_list):
         super().build(var_list)
+        if self.lr_multipliers:
+            # A variable the multipliers do not name would silently train at the full rate.
+            unnamed = [v.path for v in var_list if v.path not in self.lr_multipliers]
+            if unnamed:
+                raise ValueError(f"lr_multipliers name no rate for {len(unnamed)} "
+                                 f"variable(s): {', '.join(unnamed[:5])}")
         # update_step sees backend variables (no Keras path): resolve per index up front.
         self._multiplier_by_index = [self.lr_multipliers.get(v.path, 1.0) for v in var_list]
         self._decays_by_index = [v.path not in self.no_decay_paths for v in var_list]
@@ -125,23 +131,28 @@ def create_optimizer(learning_rate, total_steps, warmup_steps, variables, weight
 def layerwise_lr_multipliers(encoder, variables, decay: float, official_bug=False) -> dict:
     """{variable path: decay ** depth-from-top} for fine-tuning (ELECTRA's layer-wise decay).
 
-    The task head gets 1, the top encoder layer `decay`, ..., the embedding block (and its
-    projection) `decay ** (num_layers + 1)`. The official code counts one level too many
-    (its top layer gets decay ** 2, its head 1); `official_bug=True` reproduces that.
+    The task head (every variable outside `encoder`) gets 1, the top encoder layer `decay`,
+    ..., the embedding block (and its projection) `decay ** (num_layers + 1)`. The official
+    code counts one level too many (its top layer gets decay ** 2, its head 1);
+    `official_bug=True` reproduces that. An encoder variable outside the embeddings, the
+    projection and the layers is an error, not a silent full rate.
     """
     num_layers = len(encoder.transformer_layers)
     top = num_layers + (2 if official_bug else 1)
     depth_of = {}
-    for v in encoder.embeddings.weights:
-        depth_of[v.path] = 0
+    parts = [(encoder.embeddings, 0)] + [(layer, i + 1)
+                                         for i, layer in enumerate(encoder.transformer_layers)]
     if encoder.embeddings_project is not None:
-        for v in encoder.embeddings_project.weights:
-            depth_of[v.path] = 0
-    for i, layer in enumerate(encoder.transformer_layers):
-        for v in layer.weights:
-            depth_of[v.path] = i + 1
-    # Everything outside the encoder (the task head) sits at the top: multiplier 1.
-    return {v.path: decay ** (top - depth_of.get(v.path, top)) for v in variables}
+        parts.append((encoder.embeddings_project, 0))
+    for part, depth in parts:
+        for v in part.weights:
+            depth_of[id(v)] = depth
+    encoder_variables = {id(v) for v in encoder.trainable_weights}
+    unplaced = [v.path for v in encoder.trainable_weights if id(v) not in depth_of]
+    if unplaced:
+        raise ValueError(f"No layer-wise depth for encoder variable(s) {unplaced}.")
+    return {v.path: decay ** (top - (depth_of[id(v)] if id(v) in encoder_variables else top))
+            for v in variables}
 
 
 def create_pretraining_optimizer(config, model):

@@ -18,6 +18,8 @@ from electra_tf.text.packing import pack_segments
 # APIs can carry them (`N` = batch).
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
+# Keras loss reductions of `FinetuneConfig.batch_loss`.
+REDUCTIONS = {"sum": "sum", "mean": "sum_over_batch_size"}
 
 
 class TaskKind:
@@ -27,22 +29,28 @@ class TaskKind:
     model_class = ""  # the task model in `layers.task_models`
     default_max_seq_length = 128
 
-    def read_examples(self, task, cfg, source: str) -> list:
-        """The examples of `source`: a data file, or with `cfg.tfds_name` a TFDS split."""
+    def read_examples(self, task, cfg, source: str, training: bool) -> list:
+        """The examples of `source`: a data file, or with `cfg.tfds_name` a TFDS split.
+        Training examples must have labels; evaluation examples may have none (they are
+        then predicted, not scored)."""
         if cfg.tfds_name:
             raise TaskDataError(f"--tfds_name reads sequence (GLUE-style) tasks; {task.name} "
                                 "reads --train_file and --eval_file.")
-        return self.read_file(task, cfg, source)
+        return self.read_file(task, cfg, source, training)
 
-    def read_file(self, task, cfg, path: str) -> list:
+    def read_file(self, task, cfg, path: str, training: bool) -> list:
         raise NotImplementedError
 
-    def labels(self, task, train_examples) -> list:
-        """Label names in id order (fixed for GLUE tasks, else from the training data)."""
+    def labels(self, task, train_examples, cfg) -> list:
+        """Label names in id order: the task model's outputs."""
         return []
 
-    def check_labels(self, examples, labels: list) -> None:
+    def check_labels(self, examples, labels: list, cfg) -> None:
         """Refuses an evaluation label unseen in training, naming where it occurs."""
+
+    def official_head_dropout(self, dropout: float) -> float:
+        """The dropout the official code applies before this kind's head."""
+        return 0.0
 
     def prepare(self, task, cfg, tokenizer, special_ids: dict, train_examples,
                 eval_examples, labels: list):
@@ -51,26 +59,30 @@ class TaskKind:
 
     def head_config(self, num_labels: int, cfg, initializer_range: float) -> dict:
         """The task model's head settings (see `layers.task_models`)."""
-        return {"head_outputs": num_labels, "dropout": cfg.dropout,
+        return {"head_outputs": num_labels, "dropout": cfg.head_dropout,
                 "initializer_range": initializer_range}
 
-    def loss(self, task) -> tuple:
+    def task_info(self, task, cfg) -> dict:
+        """What serving needs to know besides the labels (recorded in task.json)."""
+        return {}
+
+    def loss(self, task, cfg) -> tuple:
         """(Keras loss, loss weights or None) to compile the task model with."""
         raise NotImplementedError
 
     def score(self, gold, predicted) -> dict:
         raise NotImplementedError
 
-    def prediction_files(self, records) -> dict:
+    def prediction_files(self, data, records) -> dict:
         """{file name: JSON value} written beside predictions.jsonl (QA's official files)."""
         return {}
 
-    def serving_signatures(self, model, tokenizer, seq_length: int, special_ids: dict,
-                           labels: list, text_pairs: bool) -> dict:
+    def serving_signatures(self, run, tokenizer) -> dict:
         """{signature name: tf.function with an input signature}, "serving_default" first:
-        raw strings in, predictions out, through `tokenizer` (strings [N] -> ragged ids)
-        and the in-graph packing of `text.packing`. Texts longer than the training length
-        are truncated, never refused."""
+        raw strings in, predictions out, for the restored fine-tuned `run`
+        (`run_dir.Finetuned`), through `tokenizer` (strings [N] -> ragged ids) and the
+        in-graph packing of `text.packing`. Texts longer than the training length are
+        truncated, never refused."""
         raise NotImplementedError
 
 
@@ -78,6 +90,7 @@ class TaskData:
     """Encoded train/eval arrays, plus what turns model outputs back into predictions.
 
     `train` is (inputs, targets, sample weights or None); `eval_inputs` the eval inputs.
+    An eval set without labels (a test split) is predicted, not scored: `gold()` is None.
     """
 
     text_pairs = False  # inputs are `[CLS] a [SEP] b [SEP]` (recorded for serving)
@@ -90,10 +103,32 @@ class TaskData:
         raise NotImplementedError
 
     def gold(self):
-        return [e.label for e in self.eval_examples]
+        return labelled([e.label for e in self.eval_examples], self.eval_examples)
+
+    def score(self, task, predicted):
+        """The task's official metrics of `predicted` (from `predictions`), or None for an
+        eval set without labels."""
+        gold = self.gold()
+        return None if gold is None else task.score(gold, predicted)
 
     def describe(self, example) -> dict:
         return {"source": example.source, "label": example.label}
+
+
+def labelled(gold: list, examples):
+    """`gold`, or None when no example has a label; a mix is refused."""
+    missing = [e for e, g in zip(examples, gold) if g is None]
+    if len(missing) == len(gold):
+        return None
+    if missing:
+        raise TaskDataError(f"{missing[0].source}: no label, while other evaluation examples "
+                            "have one; label every example or none (to only predict).")
+    return gold
+
+
+def keras_loss(loss_class, cfg, **kwargs):
+    """A Keras loss reduced over the batch as `cfg.batch_loss` says."""
+    return loss_class(reduction=REDUCTIONS[cfg.batch_loss], **kwargs)
 
 
 class SequenceKind(TaskKind):
@@ -102,25 +137,39 @@ class SequenceKind(TaskKind):
     model_class = "SequenceClassifier"
     numeric_labels = False  # labels are numbers (TFDS stores scores, not class ids)
 
+    def read_examples(self, task, cfg, source, training):
+        if cfg.tfds_name:
+            examples = tfds_data.read_tfds(task, cfg.tfds_name, source, cfg.data_dir,
+                                           cfg.text_field, cfg.pair_field, cfg.label_field)
+            unlabelled = [e for e in examples if e.label is None]
+            if training and unlabelled:
+                raise TaskDataError(f"{unlabelled[0].source}: no label; train on a labelled "
+                                    "split (--train_split).")
+            return examples
+        return self.read_file(task, cfg, source, training)
+
+    def read_file(self, task, cfg, path, training):
+        return readers.read_sequence_examples(task, path, cfg.text_field, cfg.pair_field,
+                                              cfg.label_field, require_labels=training)
+
     def parse_label(self, raw, source: str):
-        """A label as read from a file (`source` names the file and line for errors)."""
+        """A label as read from a file (`source` names the file and line for errors);
+        None for a missing one."""
         raise NotImplementedError
 
-    def read_examples(self, task, cfg, source):
-        if cfg.tfds_name:
-            return tfds_data.read_tfds(task, cfg.tfds_name, source, cfg.data_dir,
-                                       cfg.text_field, cfg.pair_field, cfg.label_field)
-        return self.read_file(task, cfg, source)
+    def official_head_dropout(self, dropout):
+        return dropout  # dropout on the [CLS] vector during training
 
-    def read_file(self, task, cfg, path):
-        return readers.read_sequence_examples(task, path, cfg.text_field, cfg.pair_field,
-                                              cfg.label_field)
-
-    def targets(self, examples, labels: list) -> np.ndarray:
+    def targets(self, task, examples, labels: list) -> np.ndarray:
         raise NotImplementedError
 
     def prepare(self, task, cfg, tokenizer, special_ids, train_examples, eval_examples,
                 labels):
+        if cfg.double_unordered and task.double_unordered:
+            # Paraphrase-like tasks: the order of the pair carries nothing (official).
+            train_examples = train_examples + [
+                readers.SequenceExample(e.text_pair, e.text, e.label, e.source)
+                for e in train_examples]
         encoder = Encoder(tokenizer, special_ids, cfg.max_seq_length)
         # Decided once, from the training file: serving packs the way training did.
         text_pairs = any(e.text_pair is not None for e in train_examples)
@@ -130,30 +179,31 @@ class SequenceKind(TaskKind):
                                         [e.text_pair for e in examples],
                                         with_pairs=text_pairs)
 
-        data = self.task_data((encode(train_examples), self.targets(train_examples, labels),
-                               None), encode(eval_examples), eval_examples, labels)
+        data = self.task_data(task, (encode(train_examples),
+                                     self.targets(task, train_examples, labels), None),
+                              encode(eval_examples), eval_examples, labels)
         data.text_pairs = text_pairs
         return data
 
-    def task_data(self, train, eval_inputs, eval_examples, labels) -> TaskData:
+    def task_data(self, task, train, eval_inputs, eval_examples, labels) -> TaskData:
         raise NotImplementedError
 
-    def serving_outputs(self, outputs, label_names) -> dict:
+    def serving_outputs(self, outputs, run, label_names) -> dict:
         """The served predictions of the model's outputs on a batch."""
         raise NotImplementedError
 
-    def serving_signatures(self, model, tokenizer, seq_length, special_ids, labels,
-                           text_pairs):
+    def serving_signatures(self, run, tokenizer):
         """`serving_default(text [N] (, text_pair [N]))`; `text_pair` only when the model
         was trained on pairs (an empty one packs as `[CLS] text [SEP] [SEP]`, as training
         packed examples without a pair)."""
-        label_names = tf.constant([str(label) for label in labels] or [""])
+        label_names = tf.constant([str(label) for label in run.labels] or [""])
 
         def predict(segments):
-            inputs = pack_segments([tokenizer(s) for s in segments], seq_length, special_ids)
-            return self.serving_outputs(model(inputs, training=False), label_names)
+            inputs = pack_segments([tokenizer(s) for s in segments], run.max_seq_length,
+                                   run.special_ids)
+            return self.serving_outputs(run.model(inputs, training=False), run, label_names)
 
-        if text_pairs:
+        if run.text_pairs:
             serve = tf.function(lambda text, text_pair: predict([text, text_pair]),
                                 input_signature=[TEXT, TEXT_PAIR])
         else:
@@ -171,3 +221,4 @@ def check_known_labels(examples, labels: list, labels_of) -> None:
                 raise TaskDataError(
                     f"{example.source}: label {label!r} does not occur in the training "
                     f"data (labels: {sorted(known)}).")
+

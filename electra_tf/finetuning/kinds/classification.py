@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import metrics
-from electra_tf.finetuning.kinds.base import SequenceKind, TaskData, check_known_labels
+from electra_tf.finetuning.kinds.base import (SequenceKind, TaskData, check_known_labels,
+                                              keras_loss)
 
 
 class Classification(SequenceKind):
@@ -20,26 +21,27 @@ class Classification(SequenceKind):
             raise TaskDataError(f"{source}: missing label.")
         return str(raw).strip()
 
-    def labels(self, task, train_examples):
+    def labels(self, task, train_examples, cfg):
         return list(task.labels) if task.labels else sorted({e.label for e in train_examples})
 
-    def check_labels(self, examples, labels):
+    def check_labels(self, examples, labels, cfg):
         check_known_labels(examples, labels, lambda example: [example.label])
 
-    def targets(self, examples, labels):
+    def targets(self, task, examples, labels):
         index = {label: i for i, label in enumerate(labels)}
         return np.asarray([index[e.label] for e in examples], np.int32)
 
-    def task_data(self, train, eval_inputs, eval_examples, labels):
+    def task_data(self, task, train, eval_inputs, eval_examples, labels):
         return _ClassificationData(train, eval_inputs, eval_examples, labels)
 
-    def loss(self, task):
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), None
+    def loss(self, task, cfg):
+        return keras_loss(keras.losses.SparseCategoricalCrossentropy, cfg,
+                          from_logits=True), None
 
     def score(self, gold, predicted):
         return {"accuracy": metrics.accuracy(gold, predicted)}
 
-    def serving_outputs(self, outputs, label_names):
+    def serving_outputs(self, outputs, run, label_names):
         label_id = tf.argmax(outputs, -1, output_type=tf.int32)
         return {"probabilities": tf.nn.softmax(outputs), "label_id": label_id,
                 "label": tf.gather(label_names, label_id)}

@@ -5,42 +5,57 @@ import numpy as np
 
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import metrics
-from electra_tf.finetuning.kinds.base import SequenceKind, TaskData
+from electra_tf.finetuning.kinds.base import SequenceKind, TaskData, keras_loss
 
 
 class Regression(SequenceKind):
-    """One score from the `[CLS]` vector, trained with mean squared error."""
+    """One score from the `[CLS]` vector, trained with squared error.
+
+    A task with a known label range (STS-B: 0 to 5) trains on labels scaled as the
+    official code does, `(label - low) / high`; predictions are scaled back.
+    """
 
     name = "regression"
     numeric_labels = True
 
     def parse_label(self, raw, source):
+        if raw is None or str(raw).strip() == "":
+            raise TaskDataError(f"{source}: missing label.")
         try:
             return float(raw)
         except (TypeError, ValueError):
             raise TaskDataError(f"{source}: label {raw!r} is not a number (regression task).")
 
-    def targets(self, examples, labels):
-        return np.asarray([e.label for e in examples], np.float32)
+    def targets(self, task, examples, labels):
+        low, high = task.label_range or (0.0, 1.0)
+        return (np.asarray([e.label for e in examples], np.float32) - low) / high
 
-    def task_data(self, train, eval_inputs, eval_examples, labels):
-        return _RegressionData(train, eval_inputs, eval_examples)
+    def task_data(self, task, train, eval_inputs, eval_examples, labels):
+        return _RegressionData(train, eval_inputs, eval_examples, task.label_range)
+
+    def task_info(self, task, cfg):
+        return {"label_range": task.label_range}
 
     def head_config(self, num_labels, cfg, initializer_range):
         return super().head_config(1, cfg, initializer_range)
 
-    def loss(self, task):
-        return keras.losses.MeanSquaredError(), None
+    def loss(self, task, cfg):
+        return keras_loss(keras.losses.MeanSquaredError, cfg), None
 
     def score(self, gold, predicted):
         return {"pearson": metrics.pearson(gold, predicted),
                 "spearman": metrics.spearman(gold, predicted)}
 
-    def serving_outputs(self, outputs, label_names):
-        return {"score": outputs}
+    def serving_outputs(self, outputs, run, label_names):
+        low, high = run.task_info.get("label_range") or (0.0, 1.0)
+        return {"score": outputs * high + low}
 
 
 class _RegressionData(TaskData):
+    def __init__(self, train, eval_inputs, eval_examples, label_range):
+        super().__init__(train, eval_inputs, eval_examples)
+        self.low, self.high = label_range or (0.0, 1.0)
+
     def predictions(self, outputs):
-        scores = [float(s) for s in outputs]
+        scores = [float(s) * self.high + self.low for s in outputs]
         return scores, [{"prediction": s} for s in scores]

@@ -1,0 +1,52 @@
+"""Fine-tuning a real pretrained ELECTRA (`electra-small-ref`, converted from its Hugging Face
+layout): pretraining shows, and the layer-wise learning rates reach every variable."""
+
+import numpy as np
+
+from conftest import jsonl, novel_or_speech
+from electra_tf import run_dir
+from electra_tf.finetuning.config import FinetuneConfig
+from electra_tf.layers.task_models import SequenceClassifier
+from electra_tf.runs.finetune import finetune
+from electra_tf.training.optimization import create_optimizer, layerwise_lr_multipliers
+
+
+def test_a_pretrained_encoder_beats_random_weights_by_ten_points(reference_run, tmp_path):
+    """Sixteen steps on 256 sentences (Moby-Dick or a State of the Union address?): the
+    official recipe from the pretrained encoder against the same recipe from random
+    weights, seeded. Measured: 0.91 against 0.50 (one class everywhere)."""
+    train, evaluation = novel_or_speech(256, 128)
+    train, evaluation = jsonl(tmp_path / "train.jsonl", train), jsonl(
+        tmp_path / "eval.jsonl", evaluation)
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=24, batch_size=16,
+                         epochs=1)
+    accuracy = {}
+    for random_init in (False, True):
+        results = finetune(cfg, reference_run, train, evaluation,
+                           str(tmp_path / f"random_{random_init}"), random_init=random_init)
+        accuracy[random_init] = results["summary"]["accuracy"]["median"]
+    print("pretrained", accuracy[False], "random", accuracy[True])
+    assert accuracy[False] >= accuracy[True] + 0.10
+
+
+def test_layerwise_learning_rates_reach_every_trainable_variable(reference_run):
+    pretrained = run_dir.open_pretrained(reference_run)
+    encoder = run_dir.load_encoder(pretrained, pretrained.config, dropout=0.1)
+    model = SequenceClassifier(encoder, 2)
+    ids = np.zeros((1, 8), np.int32)
+    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    variables = model.trainable_variables
+    multipliers = layerwise_lr_multipliers(encoder, variables, 0.8)
+    optimizer = create_optimizer(3e-4, 10, 1, variables, lr_multipliers=multipliers)
+    optimizer.build(variables)
+    # The optimizer resolved a rate for every variable it updates, from the multipliers.
+    rates = dict(zip((v.path for v in variables), optimizer._multiplier_by_index))
+    # 12 layers of 16 weights, the embedding block's 5, its projection's 2, the head's 2.
+    assert rates == multipliers and len(rates) == len(variables) == 12 * 16 + 5 + 2 + 2
+    by_depth = {}
+    for v in variables:
+        part = v.path.split("/")[1] if v.path.startswith("discriminator/") else "head"
+        by_depth.setdefault(part, set()).add(round(rates[v.path], 8))
+    assert by_depth["head"] == {1.0}
+    assert by_depth["layer_11"] == {0.8} and by_depth["layer_0"] == {round(0.8 ** 12, 8)}
+    assert by_depth["embeddings"] == by_depth["embeddings_project"] == {round(0.8 ** 13, 8)}
