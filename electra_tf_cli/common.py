@@ -63,7 +63,8 @@ def wrap(run):
 
     def wrapped(argv):
         # TensorFlow logs every checkpoint write at INFO through absl; users need warnings.
-        logging.set_verbosity(logging.INFO if flags.FLAGS.verbose else logging.WARNING)
+        verbose = "verbose" in flags.FLAGS and flags.FLAGS.verbose  # scripts may lack it
+        logging.set_verbosity(logging.INFO if verbose else logging.WARNING)
         try:
             return run(argv)
         except UserError as e:
