@@ -70,6 +70,26 @@ def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
     np.testing.assert_allclose(ours["sequence_output"], theirs["sequence_output"], atol=1e-4)
 
 
+def test_the_vocab_comes_from_the_flag_or_a_tokenizer_json(tmp_path):
+    """Many Hub repos ship tokenizer.json without vocab.txt; --vocab must be enough."""
+    disc, _ = fx.random_hf_models(seed=5)
+    disc.save_pretrained(tmp_path / "hf")
+    with pytest.raises(ConfigError, match="no vocab.txt or tokenizer.json: pass the model's "
+                                          "vocab with --vocab"):
+        api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "a"))
+    fx.write_vocab(tmp_path / "vocab_elsewhere")
+    api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "from_flag"),
+                         vocab=str(tmp_path / "vocab_elsewhere" / "vocab.txt"))
+    fast = transformers.ElectraTokenizerFast(
+        vocab_file=str(tmp_path / "vocab_elsewhere" / "vocab.txt"))
+    fast.save_pretrained(tmp_path / "hf")
+    (tmp_path / "hf" / "vocab.txt").unlink()
+    assert (tmp_path / "hf" / "tokenizer.json").is_file()
+    api.from_huggingface(str(tmp_path / "hf"), str(tmp_path / "from_tokenizer_json"))
+    for run in ("from_flag", "from_tokenizer_json"):
+        assert (tmp_path / run / "vocab.txt").read_text().split("\n")[:-1] == fx.VOCAB, run
+
+
 def test_generator_with_its_own_embedding_values_is_refused(tmp_path):
     disc, gen = fx.random_hf_models(seed=6)
     with torch.no_grad():

@@ -40,9 +40,7 @@ def from_huggingface(checkpoint: str, output: str, generator: Optional[str] = No
                      discriminator_only: bool = False) -> dict:
     """HF ElectraForPreTraining/ElectraModel (+ ElectraForMaskedLM) dirs -> run directory."""
     generator = None if discriminator_only else generator
-    config, state, tokens = huggingface.read_model(checkpoint, generator, lower_case)
-    if vocab:
-        tokens = _vocab_tokens(vocab, checkpoint)
+    config, state, tokens = huggingface.read_model(checkpoint, generator, lower_case, vocab)
     names = run_weights.build_parts(config, generator is not None, with_head=True).weights()
     weights = huggingface.to_official(state, names, checkpoint)
     return run_weights.write_run(config, tokens, weights, output, checkpoint,

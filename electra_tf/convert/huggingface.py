@@ -18,6 +18,7 @@ from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
 from electra_tf.convert.configs import GeneratorShape, make_config
+from electra_tf.text import vocab as vocab_lib
 
 # Parameters that are not weights of the model: a buffer, and the generator's output layer
 # (tied to its word embeddings, checked separately).
@@ -93,15 +94,26 @@ def _architecture(hf_config: dict, path: str) -> dict:
     return hf_config
 
 
-def read_model(directory: str, generator_directory: Optional[str] = None,
-               lower_case: Optional[bool] = None):
-    """(ElectraConfig, {"discriminator"/"generator": HF state dict}, vocab tokens) of HF
-    model directories."""
-    from electra_tf.text import vocab as vocab_lib
+def read_vocab(directory: str, vocab: Optional[str] = None) -> list:
+    """The model's vocab: the `vocab` file when given, else the directory's vocab.txt, else
+    the WordPiece vocab of its tokenizer.json."""
+    if vocab:
+        return vocab_lib.load_vocab(vocab)
+    for name, load in (("vocab.txt", vocab_lib.load_vocab),
+                       ("tokenizer.json", vocab_lib.load_tokenizer_json)):
+        if os.path.isfile(os.path.join(directory, name)):
+            return load(os.path.join(directory, name))
+    raise ConfigError(f"{directory} has no vocab.txt or tokenizer.json: pass the model's "
+                      "vocab with --vocab.")
 
+
+def read_model(directory: str, generator_directory: Optional[str] = None,
+               lower_case: Optional[bool] = None, vocab: Optional[str] = None):
+    """(ElectraConfig, {"discriminator"/"generator": HF state dict}, vocab tokens) of HF
+    model directories; `vocab` overrides the directory's own (see `read_vocab`)."""
     config_path = os.path.join(directory, "config.json")
     disc = _architecture(_read_json(config_path), config_path)
-    tokens = vocab_lib.load_vocab(os.path.join(directory, "vocab.txt"))
+    tokens = read_vocab(directory, vocab)
     tokenizer_config = os.path.join(directory, "tokenizer_config.json")
     if lower_case is None and os.path.isfile(tokenizer_config):
         lower_case = _read_json(tokenizer_config).get("do_lower_case", True)

@@ -1,5 +1,6 @@
 """WordPiece vocabularies: learning one from raw text, loading and validating one."""
 
+import json
 import os
 import sys
 import time
@@ -24,6 +25,25 @@ def load_vocab(path: str) -> list:
         tokens = [line.rstrip("\r\n") for line in f]
     while tokens and not tokens[-1]:
         tokens.pop()
+    return checked(tokens, path)
+
+
+def load_tokenizer_json(path: str) -> list:
+    """The vocab of a Hugging Face `tokenizer.json` holding a WordPiece model, in id order
+    (many Hub repos ship it without a vocab.txt)."""
+    with open(path, encoding="utf-8") as f:
+        model = json.load(f).get("model", {})
+    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise VocabError(f"{path} does not hold a WordPiece vocab (model type "
+                         f"{model.get('type')!r}); pass the model's vocab.txt with --vocab.")
+    by_id = {index: token for token, index in model["vocab"].items()}
+    if sorted(by_id) != list(range(len(by_id))):
+        raise VocabError(f"{path}: the WordPiece ids are not 0..{len(by_id) - 1}.")
+    return checked([by_id[i] for i in range(len(by_id))], path)
+
+
+def checked(tokens: list, path: str) -> list:
+    """`tokens`, after checking ELECTRA's special tokens are there and [PAD] is id 0."""
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise VocabError(
