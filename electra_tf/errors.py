@@ -30,3 +30,11 @@ def check_choice(name: str, value, choices) -> None:
     """Raises ConfigError naming `name`, its bad `value` and the allowed `choices`."""
     if value not in choices:
         raise ConfigError(f"{name}={value!r}; choose one of {', '.join(choices)}.")
+
+
+class DownloadError(UserError):
+    """A model that cannot be fetched; the message names the URL."""
+
+
+class ChecksumError(DownloadError):
+    """A download whose checksum does not match; nothing of it is cached."""

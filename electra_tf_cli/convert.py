@@ -10,6 +10,7 @@ Into a run directory that finetune.py, export/ and pretrain.py (to continue) acc
 Out of a run directory:
   electra-convert --to huggingface --checkpoint runs/x --output hf_out
   electra-convert --to official --checkpoint runs/x --output tf1/model.ckpt
+  electra-convert --to huggingface --checkpoint koelectra-small-v3 --output hf_ko
 
 Every model weight must come from the source and every source weight must find a place
 (optimizer slots and global_step aside); otherwise the offenders are listed by name.
@@ -25,6 +26,7 @@ from absl import flags  # noqa: E402
 
 from electra_tf.convert import api  # noqa: E402
 from electra_tf.errors import ConfigError  # noqa: E402
+from electra_tf.convert.resolve import resolve  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "output"]
@@ -36,8 +38,9 @@ def define_flags():
     flags.DEFINE_enum("to", None, ["huggingface", "official"],
                       "Target format, converted from the run directory --checkpoint.")
     flags.DEFINE_string("checkpoint", None, "Source: a TF1 checkpoint prefix, an HF model "
-                        "directory, a keras-hub preset directory or .keras file, or our run "
-                        "directory (with --to).")
+                        "directory, a keras-hub preset directory or .keras file; with --to, "
+                        "our run directory, a released model's name (electra-presets), "
+                        "hf:ORG/REPO or an https:// archive.")
     flags.DEFINE_string("generator", None, "--from huggingface: the ElectraForMaskedLM "
                         "generator's directory.")
     flags.DEFINE_string("vocab", None, "Vocab file (default: the one beside the checkpoint).")
@@ -67,11 +70,12 @@ def run(argv):
         report = api.from_keras_hub(FLAGS.checkpoint, FLAGS.output, FLAGS.vocab,
                                     FLAGS.lower_case)
     elif target == "huggingface":
-        written = api.to_huggingface(FLAGS.checkpoint, FLAGS.output)
+        written = api.to_huggingface(resolve(FLAGS.checkpoint), FLAGS.output)
         print(f"Wrote Hugging Face model directories: {', '.join(written)}")
         return
     else:
-        print(f"Wrote a TF1 checkpoint: {api.to_official(FLAGS.checkpoint, FLAGS.output)}")
+        written = api.to_official(resolve(FLAGS.checkpoint), FLAGS.output)
+        print(f"Wrote a TF1 checkpoint: {written}")
         return
     parts = "discriminator" + (" + head" if report["discriminator_head"] else "") + (
         " + generator" if report["generator"] else "")

@@ -3,8 +3,12 @@
 `electra-convert` is a thin flag layer over these.
 """
 
+import glob
+import json
 import os
 from typing import Optional
+
+import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.errors import ConfigError
@@ -18,6 +22,39 @@ def _vocab_tokens(vocab: Optional[str], default_dir: str) -> list:
     if not os.path.isfile(path):
         raise ConfigError(f"No vocab at {path!r}; pass the model's vocab with --vocab.")
     return vocab_lib.load_vocab(path)
+
+
+def detect_format(path: str) -> Optional[str]:
+    """The layout of a local model: "run" (ours: a run directory or a checkpoint inside
+    one), "huggingface", "keras_hub" (a preset directory or `.keras` file), "official" (a
+    TF1 checkpoint prefix, or a directory holding one), or None."""
+    if os.path.isfile(path + ".index"):
+        parent = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        return "run" if detect_format(parent) == "run" else "official"
+    if path.endswith(".keras") and os.path.isfile(path):
+        return "keras_hub"
+    if not os.path.isdir(path):
+        return None
+    config_path = os.path.join(path, "config.json")
+    if os.path.isfile(config_path):
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        if "model_type" in config:
+            return "huggingface"
+        if os.path.isfile(os.path.join(path, "metadata.json")) and "class_name" in config:
+            return "keras_hub"
+        return "run"
+    return "official" if official_checkpoint(path) else None
+
+
+def official_checkpoint(directory: str) -> Optional[str]:
+    """The TF1 checkpoint prefix in `directory` (its `checkpoint` file's, else the only
+    one), or None."""
+    prefix = tf.train.latest_checkpoint(directory)
+    if prefix:
+        return prefix
+    indexes = glob.glob(os.path.join(glob.escape(directory), "*.index"))
+    return indexes[0][:-len(".index")] if len(indexes) == 1 else None
 
 
 def from_official(checkpoint: str, output: str, vocab: Optional[str] = None,

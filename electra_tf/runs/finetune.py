@@ -88,7 +88,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
         raise TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
                             "--data_dir) for a prepared TensorFlow Datasets dataset.")
     if not init_checkpoint:
-        raise ConfigError("--init_checkpoint is required (a pretraining run directory).")
+        raise ConfigError("--init_checkpoint is required: a pretraining run directory, a "
+                          "converted model, or a model name (`electra-presets`).")
     strategy = strategy or runtime_lib.create_strategy(runtime)
     pretrained = run_dir.open_pretrained(init_checkpoint)
     encoder_config = pretrained.config

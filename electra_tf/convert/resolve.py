@@ -1,0 +1,181 @@
+"""Any model source to a local run directory: catalog names, Hub repos, archive URLs, paths.
+
+`resolve` is what every command calls on the model it is given (the library's runs and
+exports take the local run directory it returns); `from_pretrained` builds the restored
+model from it. Downloading and verifying is `electra_tf.zoo`'s part; converting into the
+cache, this module's.
+"""
+
+import dataclasses
+import glob
+import os
+import shutil
+import sys
+from typing import Optional
+
+from electra_tf import run_dir
+from electra_tf.convert import api
+from electra_tf.errors import ConfigError
+from electra_tf.zoo import cache, catalog, fetch
+
+_NOT_A_MODEL = ("an official TF1 checkpoint, a Hugging Face ELECTRA directory, a keras-hub "
+                "ElectraBackbone preset or an electra_tf run directory")
+
+
+def resolve(spec: str) -> str:
+    """A local run directory (or a checkpoint inside one) for `spec`.
+
+    `spec` is a run directory or checkpoint of ours (returned as is); another local model
+    (Hugging Face directory, official TF1 checkpoint or its directory, keras-hub preset),
+    converted once into the cache; a catalog name, `hf:ORG/REPO[@REVISION]` or an
+    `https://` archive, downloaded, verified and converted on first use and read from the
+    cache afterwards (offline).
+    """
+    spec = os.path.expanduser(spec)
+    layout = api.detect_format(spec)
+    if layout == "run":
+        return spec
+    if layout is not None:
+        return _convert_local(spec, layout)
+    if os.path.exists(spec):
+        raise ConfigError(f"{spec!r} is not a model: give {_NOT_A_MODEL}, or a model name "
+                          "(`electra-presets` lists them).")
+    if not catalog.is_remote(spec) and (os.sep in spec or spec.startswith(".")):
+        raise ConfigError(f"{spec!r} does not exist: give a local model, or a model name "
+                          "(`electra-presets` lists them).")
+    return _cached_or_fetched(catalog.lookup(spec))
+
+
+def from_pretrained(spec: str, part: str = "encoder", dropout: Optional[float] = None):
+    """The pretrained model `spec` names (see `resolve`), restored.
+
+    part="encoder": the discriminator `ElectraEncoder` (what fine-tuning starts from);
+    part="pretrainer": the whole `ElectraPretrainer` (generator and heads too), for a
+    source that has them. `dropout` defaults to the model's.
+
+        encoder = electra_tf.from_pretrained("electra-small")
+        outputs = encoder({"input_word_ids": ids, "input_mask": mask,
+                           "input_type_ids": segments})  # int32 [batch, seq] each
+    """
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    if part not in ("encoder", "pretrainer"):
+        raise ConfigError(f"part={part!r}; choose encoder or pretrainer.")
+    pretrained = run_dir.open_pretrained(resolve(spec))
+    config = pretrained.config
+    if dropout is not None:
+        config = config.replace(dropout=dropout)
+    if part == "encoder":
+        return run_dir.load_encoder(pretrained, config, config.dropout)
+    parts = pretrained.parts()
+    if not (parts["generator"] and parts["discriminator_head"]):
+        raise ConfigError(f"{spec} has no generator and replaced-token-detection head: load "
+                          "part='encoder', or continue pretraining with electra-pretrain "
+                          "--init_checkpoint, which starts a fresh generator.")
+    model = ElectraPretrainer(config)
+    model.build_all()
+    run_dir.restore_pretrainer(model, pretrained, parts)
+    return model
+
+
+# ----------------------------------------------------------------------------- the cache
+def _cached_or_fetched(entry: catalog.Entry) -> str:
+    directory = cache.cached(entry.name)
+    if directory:
+        return directory
+    print(f"Fetching {entry.name} ({entry.description}) into {cache.model_dir(entry.name)}",
+          file=sys.stderr)
+    facts = {"name": entry.name, "source": dataclasses.asdict(entry.source)}
+    cache.remove_downloads(entry.name)  # what a killed earlier attempt left
+    try:
+        with cache.new_entry(entry.name, facts) as output:
+            fetched = fetch.fetch(entry)
+            facts.update(fetched.facts)
+            _convert_fetched(fetched, output, entry.source.lower_case)
+    finally:
+        cache.remove_downloads(entry.name)
+    return cache.model_dir(entry.name)
+
+
+def _convert_fetched(fetched: fetch.Fetched, output: str, lower_case: Optional[bool]):
+    layout = fetched.layout or api.detect_format(fetched.path)
+    if layout is None:
+        raise ConfigError(f"{fetched.path} holds no model this tool reads; give "
+                          f"{_NOT_A_MODEL}.")
+    try:
+        _convert(layout, fetched.path, output, lower_case, fetched.generator)
+    except ConfigError as e:
+        if not fetched.generator_guessed:
+            raise
+        print(f"warning: {fetched.generator} does not pair with {fetched.path} ({e}); "
+              "converting the discriminator alone.", file=sys.stderr)
+        shutil.rmtree(output)
+        os.makedirs(output)
+        _convert(layout, fetched.path, output, lower_case)
+
+
+def _convert_local(path: str, layout: str) -> str:
+    """A local model of another format, converted once; converted again when its files
+    change."""
+    path = os.path.abspath(path)
+    name = "local-" + catalog.slug(path)
+    fingerprint = _fingerprint(path)
+    facts = cache.read_entry(name)
+    if facts is not None and facts.get("fingerprint") == fingerprint:
+        return cache.cached(name)
+    print(f"Converting {path} ({layout}) into {cache.model_dir(name)}", file=sys.stderr)
+    with cache.new_entry(name, {"name": name, "source": {"format": layout, "path": path},
+                                "fingerprint": fingerprint}) as output:
+        _convert(layout, path, output)
+    return cache.model_dir(name)
+
+
+def _fingerprint(path: str) -> dict:
+    """{file: [size, mtime]} of a local model: tells when it changed."""
+    if os.path.isdir(path):
+        paths = [os.path.join(root, name) for root, _, names in os.walk(path)
+                 for name in names]
+    else:  # a `.keras` file, or a TF1 checkpoint prefix and its files
+        paths = glob.glob(glob.escape(path) + "*")
+    return {p: [os.path.getsize(p), int(os.path.getmtime(p))] for p in sorted(paths)
+            if os.path.isfile(p)}
+
+
+# ----------------------------------------------------------------------------- conversion
+def _convert(layout: str, path: str, output: str, lower_case: Optional[bool] = None,
+             generator: Optional[str] = None) -> None:
+    """Converts the local model `path` of `layout` into the run directory `output`."""
+    if layout == "run":
+        shutil.copytree(path, output, dirs_exist_ok=True)
+    elif layout == "huggingface":
+        beside = os.path.join(path, "generator")  # `electra-convert --to huggingface` layout
+        if generator is None and api.detect_format(beside) == "huggingface":
+            generator = beside
+        api.from_huggingface(path, output, generator, lower_case=lower_case)
+    elif layout == "official":
+        prefix = path if os.path.isfile(path + ".index") else _official_prefix(path)
+        root = path if os.path.isdir(path) else os.path.dirname(prefix)
+        vocab = _vocab_beside(prefix) or fetch.find_vocab(root)
+        if vocab is None:
+            raise ConfigError(f"No vocab.txt beside {prefix}: convert it with "
+                              "electra-convert --from official --vocab VOCAB.")
+        api.from_official(prefix, output, vocab, lower_case=lower_case)
+    elif layout == "keras_hub":
+        api.from_keras_hub(path, output, lower_case=lower_case)
+    else:
+        raise AssertionError(layout)
+
+
+def _official_prefix(root: str) -> str:
+    """The TF1 checkpoint prefix in `root` or the first directory under it holding one."""
+    for directory, subdirectories, _ in os.walk(root):
+        subdirectories.sort()
+        prefix = api.official_checkpoint(directory)
+        if prefix:
+            return prefix
+    raise ConfigError(f"{root} holds no TF1 checkpoint (no *.index file).")
+
+
+def _vocab_beside(prefix: str) -> Optional[str]:
+    path = os.path.join(os.path.dirname(prefix), fetch.VOCAB_FILE)
+    return path if os.path.isfile(path) else None

@@ -1,0 +1,127 @@
+"""The presets catalog: released ELECTRA models by name, and what else names a source.
+
+`catalog.json` (beside this file) holds one entry per model; a JSON file of the same shape
+named by `$ELECTRA_TF_CATALOG` adds entries or replaces built-in ones (a mirror, a private
+model). A source is a catalog name, `hf:ORG/REPO[@REVISION]`, or an `https://` archive URL.
+"""
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import re
+from typing import Optional
+
+from electra_tf.errors import ConfigError, check_choice
+
+CATALOG_ENV = "ELECTRA_TF_CATALOG"
+FORMATS = ("official", "huggingface", "keras_hub", "auto")
+_BUILT_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalog.json")
+_HF_PREFIX = "hf:"
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a model's files are and what layout they have.
+
+    `format` "official": a TF1 checkpoint archive at `url` (vocab inside, else at
+    `vocab_url`); "huggingface": the Hub repo `repo` at `revision` (and `generator`, the
+    ElectraForMaskedLM repo; with `find_generator`, ORG/X-generator beside an
+    ORG/X-discriminator is used when it exists); "keras_hub": the keras-hub preset `handle`
+    (`hf://...` or `kaggle://...`); "auto": an archive at `url` whose layout is found after
+    unpacking. `sha256` pins the archive's checksum where the host publishes none;
+    `lower_case` overrides the casing the model's files suggest.
+    """
+
+    format: str
+    url: Optional[str] = None
+    vocab_url: Optional[str] = None
+    sha256: Optional[str] = None
+    repo: Optional[str] = None
+    generator: Optional[str] = None
+    revision: str = "main"
+    find_generator: bool = False
+    handle: Optional[str] = None
+    lower_case: Optional[bool] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One model: catalog facts and its source. `name` is also its cache directory's name."""
+
+    name: str
+    source: Source
+    description: str = ""
+    size: str = ""
+    language: str = ""
+    casing: str = ""
+    parameters: Optional[int] = None
+    license: str = ""
+
+
+def _entry(name: str, fields: dict, origin: str) -> Entry:
+    try:
+        source = Source(**fields["source"])
+        entry = Entry(name=name, source=source,
+                      **{k: v for k, v in fields.items() if k != "source"})
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"{origin}: catalog entry {name!r} is malformed ({e}); see "
+                          f"{_BUILT_IN} for the shape.") from e
+    check_choice(f"{origin}: {name}.source.format", source.format, FORMATS)
+    return entry
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {name: _entry(name, fields, path) for name, fields in json.load(f).items()}
+    except OSError as e:
+        raise ConfigError(f"${CATALOG_ENV}={path!r} cannot be read: {e.strerror}.") from e
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path} is not valid JSON: {e}.") from e
+
+
+def load() -> dict:
+    """{name: Entry}: the built-in catalog, updated by `$ELECTRA_TF_CATALOG`'s entries."""
+    entries = _read(_BUILT_IN)
+    extra = os.environ.get(CATALOG_ENV)
+    if extra:
+        entries.update(_read(extra))
+    return entries
+
+
+def is_remote(spec: str) -> bool:
+    """Whether `spec` names a source by scheme (not a catalog name or a path)."""
+    return spec.startswith((_HF_PREFIX, "https://", "http://"))
+
+
+def slug(spec: str) -> str:
+    """A cache directory name for an ad-hoc source: readable, and unique to `spec`."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.split("://")[-1])[-60:].strip("_.")
+    return f"{readable}-{hashlib.sha256(spec.encode()).hexdigest()[:10]}"
+
+
+def lookup(spec: str) -> Entry:
+    """The entry `spec` names: a catalog name, `hf:ORG/REPO[@REVISION]` or an archive URL.
+
+    Raises ConfigError for an unknown name, suggesting the closest ones.
+    """
+    if spec.startswith(_HF_PREFIX):
+        repo, _, revision = spec[len(_HF_PREFIX):].partition("@")
+        if repo.count("/") != 1:
+            raise ConfigError(f"{spec!r}: write a Hub repo as hf:ORG/REPO (or "
+                              "hf:ORG/REPO@REVISION).")
+        return Entry(name=slug(spec), description=f"Hugging Face repo {repo}",
+                     source=Source("huggingface", repo=repo, revision=revision or "main",
+                                   find_generator=True))
+    if is_remote(spec):
+        return Entry(name=slug(spec), description=spec, source=Source("auto", url=spec))
+    entries = load()
+    if spec in entries:
+        return entries[spec]
+    close = difflib.get_close_matches(spec, list(entries), n=3, cutoff=0.5)
+    hint = (f"did you mean {' or '.join(close)}? " if close else "") + (
+        "`electra-presets` lists the models")
+    raise ConfigError(f"{spec!r} is neither a local path nor a known model name: {hint}; "
+                      "hf:ORG/REPO and https://... archives work too.")
