@@ -24,6 +24,14 @@ RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoin
 # The architecture fields that make a preset's size.
 _SIZE_FIELDS = ("embedding_size", "hidden_size", "num_layers", "num_heads",
                 "intermediate_size")
+# What a model brings when a new run starts from it (`pretrain.py --init_checkpoint`): the
+# discriminator's architecture and tokenization, and the generator's shape when it has one.
+MODEL_FIELDS = ("preset_name", "vocab_size", "embedding_size", "hidden_size", "num_layers",
+                "num_heads", "intermediate_size", "max_position_embeddings",
+                "type_vocab_size", "layer_norm_epsilon", "lower_case", "strip_accents",
+                "pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id",
+                "mask_token_id")
+GENERATOR_FIELDS = ("generator_size", "tie_embeddings")
 TIE_EMBEDDINGS = ("all", "token", "none")
 # "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
 # (the official `uniform_generator` ablation: nothing to learn).

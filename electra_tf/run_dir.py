@@ -15,6 +15,7 @@ A pretraining run (`pretrain.py --model_dir`; `convert --from` writes the same l
     logs/                    TensorBoard
     pretrain_results.json    final metrics and training FLOPs
     conversion.json          for converted models: the source and what was mapped
+    init_checkpoint.json     for a run started from a model (--init_checkpoint): which one
 
 A fine-tuning run (`finetune.py --model_dir`):
     finetune_config.json     the recipe and task (`FinetuneConfig`)
@@ -50,6 +51,7 @@ CHECKPOINT_DIR = "checkpoints"
 LOGS_DIR = "logs"
 RESULTS_FILE = "pretrain_results.json"
 CONVERSION_FILE = "conversion.json"
+INIT_FILE = "init_checkpoint.json"
 # The converted replaced-token-detection head of an encoder-only checkpoint.
 DISCRIMINATOR_HEAD_KEY = "discriminator_predictions"
 
@@ -68,6 +70,15 @@ def write_json(directory: str, name: str, value) -> str:
     path = os.path.join(directory, name)
     files.write_json(path, value, ensure_ascii=False)
     return path
+
+
+def read_json(directory: str, name: str):
+    """`directory/name` as JSON, or None when there is no such file."""
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def read_config(directory: str) -> Optional[ElectraConfig]:

@@ -4,9 +4,13 @@ Examples:
   electra-pretrain --corpus 'my/texts/*.txt' --model_dir runs/x --preset small
   electra-pretrain --data 'shards/*.tfrecord*' --vocab vocab.txt --model_dir runs/x
   electra-pretrain --data ... --objective mlm --train_flops 1e16 --model_dir runs/bert
+  electra-pretrain --init_checkpoint electra-small --corpus 'my/domain/*.txt' \
+      --model_dir runs/domain --train_steps 20000 --learning_rate 1e-4
 (`python pretrain.py ...` from a checkout is the same command.) Re-running the same command
 resumes from the last checkpoint. Every ElectraConfig field is a flag (defaults come from
---preset); see --helpfull.
+--preset); see --helpfull. With --init_checkpoint (continued, domain-adaptive pretraining)
+the model brings its architecture, vocab, casing and weights (both towers when it has a
+generator); the recipe flags stay free and the optimizer starts fresh.
 """
 
 from electra_tf_cli import common
@@ -17,7 +21,11 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from electra_tf.config import PRESETS, ElectraConfig  # noqa: E402
+from electra_tf import run_dir  # noqa: E402
+from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, PRESETS  # noqa: E402
+from electra_tf.config import ElectraConfig  # noqa: E402
+from electra_tf.convert.resolve import resolve  # noqa: E402
+from electra_tf.errors import ConfigError  # noqa: E402
 from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
 from electra_tf.runs import pretrain as pretraining  # noqa: E402
 from electra_tf.training import callbacks, runtime  # noqa: E402
@@ -57,7 +65,13 @@ def define_flags():
                         "sentence or line per line, blank line between documents.")
     flags.DEFINE_string("data", None, "Prebuilt TFRecord shards (glob) instead of --corpus.")
     flags.DEFINE_string("vocab", None, "Vocab file; learned from --corpus when not given.")
-    flags.DEFINE_enum("preset", "small", list(PRESETS), "Model size and recipe.")
+    flags.DEFINE_enum("preset", "small", list(PRESETS), "Model size and recipe (with "
+                      "--init_checkpoint: the recipe, by default the one of the model's "
+                      "size).")
+    flags.DEFINE_string("init_checkpoint", None, "Start a new run from this model: a run "
+                        "directory, a released model's name (electra-presets lists them), "
+                        "hf:ORG/REPO, an https:// archive, or a Hugging Face / TF1 / "
+                        "keras-hub model directory.")
     flags.DEFINE_integer("num_shards", 4, "Shards to build from --corpus.")
     flags.DEFINE_integer("num_processes", 1, "Processes building shards from --corpus.")
     flags.DEFINE_integer("eval_batches", 20, "Batches for the final evaluation.")
@@ -75,13 +89,16 @@ def run(argv):
     options = common.runtime_options()
     strategy = runtime.create_strategy(options)  # before any other TensorFlow op
     overrides = common.dataclass_overrides(ElectraConfig, skip=_DERIVED)
+    initial = resolve(FLAGS.init_checkpoint) if FLAGS.init_checkpoint else None
+    preset = _initial_recipe(initial, overrides) if initial else FLAGS.preset
     if "lower_case" in overrides and "strip_accents" not in overrides:
         overrides["strip_accents"] = overrides["lower_case"]
-    config = ElectraConfig.preset(FLAGS.preset, **overrides)
+    config = ElectraConfig.preset(preset, **overrides)
     inputs = pretraining.RunInputs(
         model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
         vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
-        num_processes=FLAGS.num_processes)
+        num_processes=FLAGS.num_processes, init_checkpoint=initial,
+        init_name=FLAGS.init_checkpoint)
     config, file_pattern = pretraining.prepare_run(config, inputs, FLAGS.train_flops)
     try:
         results = pretraining.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
@@ -90,6 +107,21 @@ def run(argv):
         print(e, file=sys.stderr)
         sys.exit(143)  # 128 + SIGTERM: schedulers see a terminated (restartable) job
     pretraining.print_summary(FLAGS.model_dir, results)
+
+
+def _initial_recipe(initial_path: str, overrides: dict) -> str:
+    """The preset whose recipe a run from --init_checkpoint (resolved: `initial_path`)
+    uses; refuses flags that would change the model it brings."""
+    initial = run_dir.open_pretrained(initial_path)
+    brought = MODEL_FIELDS + (GENERATOR_FIELDS if initial.parts()["generator"] else ())
+    clashing = sorted(set(overrides) & set(brought + ("vocab_size",)))
+    if clashing:
+        raise ConfigError(f"--init_checkpoint {FLAGS.init_checkpoint} brings its model's "
+                          f"{', '.join(clashing)}: drop "
+                          + ", ".join(f"--{name}" for name in clashing) + ".")
+    if FLAGS["preset"].present:
+        return FLAGS.preset
+    return initial.config.preset_name if initial.config.preset_name in PRESETS else "small"
 
 
 def main():

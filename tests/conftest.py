@@ -180,6 +180,11 @@ def reference_run(tmp_path_factory):
     directory."""
     from electra_tf.convert import api
 
+    if not (REFERENCE_MODEL / "discriminator" / "config.json").is_file():
+        pytest.fail(f"The reference model is missing: {REFERENCE_MODEL} (the shared folder "
+                    "beside the checkout, ../shared/models/electra-small-ref). Clone the "
+                    "project beside that folder.")
+
     def build(directory):
         api.from_huggingface(str(REFERENCE_MODEL / "discriminator"), str(directory / "run"),
                              generator=str(REFERENCE_MODEL / "generator"))

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import run_dir
-from electra_tf.config import ElectraConfig
+from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, ElectraConfig
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
 from electra_tf.errors import ConfigError
@@ -40,6 +40,18 @@ class RunInputs:
     vocab_size: int = 30522  # when learning the vocab
     num_shards: int = 4
     num_processes: int = 1
+    # A model to start from: a run directory of ours or a converted model (the command
+    # line turns names and other formats into one: `electra_tf.convert.resolve`). It
+    # brings its architecture, vocab and weights; the recipe stays the config's.
+    init_checkpoint: Optional[str] = None
+    init_name: Optional[str] = None  # how the user named it (default: init_checkpoint)
+
+
+def with_initial_model(config: ElectraConfig, initial: run_dir.Pretrained) -> ElectraConfig:
+    """`config`'s recipe with `initial`'s architecture and tokenization, and its generator's
+    shape when it has a generator."""
+    fields = MODEL_FIELDS + (GENERATOR_FIELDS if initial.parts()["generator"] else ())
+    return config.replace(**{field: getattr(initial.config, field) for field in fields})
 
 
 def prepare_run(config: ElectraConfig, inputs: RunInputs,
@@ -47,7 +59,9 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
     """Creates/validates the run directory; returns (final config, TFRecord file pattern).
 
     `train_flops` replaces `config.train_steps` by the most steps that fit in that many
-    training FLOPs (`flops.steps_for_budget`; known once the vocab size is).
+    training FLOPs (`flops.steps_for_budget`; known once the vocab size is). With
+    `inputs.init_checkpoint` the model's architecture and vocab replace `config`'s
+    (`with_initial_model`) and `train` starts from its weights.
     """
     if not (inputs.corpus or inputs.data):
         raise ConfigError("Give the text to pretrain on: --corpus 'texts/*.txt' (raw text) "
@@ -55,15 +69,26 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
                           "electra_tf.data.build_pretraining_data).")
     os.makedirs(inputs.model_dir, exist_ok=True)
     saved = run_dir.read_config(inputs.model_dir)
+    vocab = inputs.vocab
+    recorded = run_dir.read_json(inputs.model_dir, run_dir.INIT_FILE)
+    if saved is not None and recorded and not inputs.init_checkpoint:
+        raise ConfigError(f"{inputs.model_dir} holds a run started from "
+                          f"{recorded['init_checkpoint']}: resume it with --init_checkpoint "
+                          f"{recorded['init_checkpoint']} and the same flags.")
+    if inputs.init_checkpoint:
+        if inputs.vocab:
+            raise ConfigError("--init_checkpoint brings its model's vocab: drop --vocab.")
+        initial = _record_initial(inputs, saved is not None, recorded)
+        config, vocab = with_initial_model(config, initial), initial.vocab_path
     vocab_path = os.path.join(inputs.model_dir, run_dir.VOCAB_FILE)
-    if inputs.vocab:
-        tokens = vocab_lib.load_vocab(inputs.vocab)
-        if os.path.abspath(inputs.vocab) != os.path.abspath(vocab_path):
+    if vocab:
+        tokens = vocab_lib.load_vocab(vocab)
+        if os.path.abspath(vocab) != os.path.abspath(vocab_path):
             if os.path.isfile(vocab_path) and vocab_lib.load_vocab(vocab_path) != tokens:
                 raise ConfigError(
                     f"{inputs.model_dir} already holds a run with a different vocab; use a "
                     "new --model_dir or drop --vocab to resume with the run's own vocab.")
-            shutil.copyfile(inputs.vocab, vocab_path)
+            shutil.copyfile(vocab, vocab_path)
     elif os.path.isfile(vocab_path):
         tokens = vocab_lib.load_vocab(vocab_path)
     elif inputs.corpus:
@@ -88,6 +113,24 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
     if inputs.data:
         return config, inputs.data
     return config, _build_data(config, inputs, vocab_path)
+
+
+def _record_initial(inputs: RunInputs, run_exists: bool,
+                    recorded: Optional[dict]) -> run_dir.Pretrained:
+    """Opens the model a run starts from and records it in the run directory (`recorded`:
+    what is recorded there already); a run already there must have started from the same
+    one."""
+    name = inputs.init_name or inputs.init_checkpoint
+    if run_exists and (recorded or {}).get("init_checkpoint") != name:
+        started = (f"from {recorded['init_checkpoint']}" if recorded
+                   else "without --init_checkpoint")
+        raise ConfigError(f"{inputs.model_dir} holds a run started {started}; resume it with "
+                          "the same flags, or choose a new --model_dir.")
+    initial = run_dir.open_pretrained(inputs.init_checkpoint)
+    run_dir.write_json(inputs.model_dir, run_dir.INIT_FILE,
+                       {"init_checkpoint": name,
+                        "checkpoint": os.path.abspath(initial.checkpoint)})
+    return initial
 
 
 def _build_data(config, inputs, vocab_path) -> str:
@@ -154,12 +197,16 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
                                              max_to_keep=config.keep_checkpoints)
         restore_from = run_dir.latest_checkpoint(model_dir)
+        initial = run_dir.read_json(model_dir, run_dir.INIT_FILE)
         if restore_from:
             if "optimizer" in run_dir.saved_objects(restore_from):
                 checkpoint.restore(restore_from).assert_existing_objects_matched()
             else:  # converted weights (electra_tf.convert): continue with a new optimizer
                 print(f"Continuing pretraining from the weights in {restore_from}.")
-                _restore_weights_only(model, run_dir.open_pretrained(restore_from))
+                pretrained = run_dir.open_pretrained(restore_from)
+                _restore_weights_only(model, pretrained, pretrained.parts())
+        elif initial:
+            _start_from(model, initial)
         preemption = callbacks.SaveOnPreemption(manager, strategy)
     start_step = int(optimizer.iterations.numpy())
     if start_step:
@@ -226,15 +273,52 @@ def _remove_scratch(chief: bool, checkpoint_dir: str) -> None:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def _restore_weights_only(model, pretrained: run_dir.Pretrained) -> None:
-    """Loads a checkpoint saved without optimizer state into the compiled `model`.
+def _start_from(model, initial: dict) -> None:
+    """Loads the weights of the model a new run starts from (`init_checkpoint.json`); the
+    parts it cannot give start fresh, with a warning."""
+    pretrained = run_dir.open_pretrained(initial["checkpoint"])
+    name = initial["init_checkpoint"]
+    parts = _transferable_parts(model, pretrained)
+    if model.generator is not None and not parts["generator"]:
+        print(f"warning: {name} gives no generator for this run: a fresh generator "
+              f"(generator_size={model.config.generator_size}) learns from scratch, so its "
+              "replacements are easy to spot at first.", file=sys.stderr)
+    fresh = [head for head in model.head_names
+             if not (parts["generator"] or parts.get(head))]
+    if fresh:
+        print(f"warning: {name} gives no {' or '.join(fresh)}: "
+              f"{'they start' if len(fresh) > 1 else 'it starts'} from random weights.",
+              file=sys.stderr)
+    print(f"Starting from the weights of {name} ({pretrained.checkpoint}) with a new "
+          "optimizer and schedule.")
+    _restore_weights_only(model, pretrained, parts)
+
+
+def _transferable_parts(model, pretrained: run_dir.Pretrained) -> dict:
+    """The parts of `pretrained` (see `Pretrained.parts`) that `model` takes over: always
+    the discriminator encoder; the generator and the encoder's heads when `model` has the
+    same kind (the same objective; a learned generator, whose shape the run took over)."""
+    saved = pretrained.parts()
+    same_objective = pretrained.config.objective == model.config.objective
+    whole = saved["generator"] and same_objective and model.generator is not None
+    # A converted encoder keeps its replaced-token-detection head beside it, which a run
+    # with that head takes without the generator.
+    head_alone = (not saved["generator"] and saved["discriminator_head"]
+                  and "discriminator_head" in model.head_names)
+    return {"generator": whole, "discriminator_head": whole and saved["discriminator_head"]
+            or head_alone}
+
+
+def _restore_weights_only(model, pretrained: run_dir.Pretrained, parts: dict) -> None:
+    """Loads the `parts` (`Pretrained.parts`) of a checkpoint saved without optimizer state
+    into the compiled `model`.
 
     A compiled model tracks its optimizer, whose slots such a checkpoint lacks; restoring
     into an uncompiled twin keeps the "every weight matched" check meaningful.
     """
     twin = ElectraPretrainer(model.config)
     twin.build_all()
-    run_dir.restore_pretrainer(twin, pretrained, pretrained.parts())
+    run_dir.restore_pretrainer(twin, pretrained, parts)
     model.set_weights(twin.get_weights())
 
 
