@@ -251,6 +251,17 @@ def test_missing_unreachable_and_unusable_sources_are_one_clear_error(zoo, tmp_p
         with pytest.raises(error, match=message):
             resolve(spec)
         assert_nothing_cached(catalog.lookup(spec).name)
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    huggingface_hub.constants.HF_HUB_OFFLINE = True  # read once, when it was imported
+    huggingface_hub.utils.reset_sessions()
+    try:
+        with pytest.raises(DownloadError, match=r"offline mode is on \(\$HF_HUB_OFFLINE\)"):
+            resolve("tiny-hub")
+    finally:
+        huggingface_hub.constants.HF_HUB_OFFLINE = False
+        huggingface_hub.utils.reset_sessions()
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(DownloadError, match=f"Cannot download http://127.0.0.1:.*/{HUB_DISC}: "
                                             "connection refused"):

@@ -147,6 +147,10 @@ def _hub_call(call, what: str, url: str):
     except errors.LocalEntryNotFoundError as e:
         raise DownloadError(f"Cannot download {url}: offline and not in the Hugging Face "
                             f"cache; {_OFFLINE_HINT}.") from e
+    except errors.OfflineModeIsEnabled as e:
+        raise DownloadError(f"Cannot download {url}: Hugging Face's offline mode is on "
+                            "($HF_HUB_OFFLINE) and the model is not in the electra_tf cache; "
+                            "unset it, or use a cached model or a local path.") from e
     except errors.HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else 0
         raise _http_error(url, status, str(e).splitlines()[0][:200]) from e
