@@ -37,9 +37,13 @@ def table(entries: dict) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv:
+    if argv and argv[0] in ("-h", "--help", "--helpfull"):
         print(__doc__.strip())
-        return 0 if argv[0] in ("-h", "--help", "--helpfull") else 2
+        return 0
+    if argv:
+        print(f"error: electra-presets takes no arguments (got {' '.join(argv)}); --help "
+              "says what it lists.", file=sys.stderr)
+        return 2
     try:
         entries = catalog.load()
     except UserError as e:
