@@ -78,10 +78,11 @@ def from_huggingface(checkpoint: str, output: str, generator: Optional[str] = No
     """HF ElectraForPreTraining/ElectraModel (+ ElectraForMaskedLM) dirs -> run directory."""
     generator = None if discriminator_only else generator
     config, state, tokens = huggingface.read_model(checkpoint, generator, lower_case, vocab)
-    names = run_weights.build_parts(config, generator is not None, with_head=True).weights()
-    weights = huggingface.to_official(state, names, checkpoint)
+    # The model a source with a head (ElectraForPreTraining) needs: reused to write it.
+    parts = run_weights.build_parts(config, generator is not None, with_head=True)
+    weights = huggingface.to_official(state, parts.weights(), checkpoint)
     return run_weights.write_run(config, tokens, weights, output, checkpoint,
-                                 generator is not None)
+                                 generator is not None, parts=parts)
 
 
 def from_keras_hub(checkpoint: str, output: str, vocab: Optional[str] = None,

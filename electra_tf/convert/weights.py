@@ -68,11 +68,12 @@ def build_parts(config, with_generator: bool, with_head: bool):
 
 
 def write_run(config, tokens: list, weights: dict, output: str, source: str,
-              with_generator: bool, ignored=()) -> dict:
+              with_generator: bool, ignored=(), parts=None) -> dict:
     """Builds our model from {official name: array} and writes a run directory.
 
     Every model weight must come from `weights` and every entry of `weights` must be used
-    (except the names in `ignored`), or ConfigError lists the offenders.
+    (except the names in `ignored`), or ConfigError lists the offenders. `parts` (from
+    `build_parts`) is used when it holds what `weights` do, instead of building anew.
     """
     with_head = official.has_discriminator_head(weights)
     if with_generator and not with_head:
@@ -80,7 +81,9 @@ def write_run(config, tokens: list, weights: dict, output: str, source: str,
                           "continue pretraining; convert with --discriminator_only.")
     if run_dir.read_config(output) is not None:
         raise ConfigError(f"--output {output!r} already holds a run; choose a new directory.")
-    parts = build_parts(config, with_generator, with_head)
+    if parts is None or ((parts.generator is not None, parts.discriminator_head is not None)
+                         != (with_generator, with_head)):
+        parts = build_parts(config, with_generator, with_head)
     mapped = parts.weights()
     unknown = sorted(set(weights) - set(mapped) - set(ignored))
     if unknown:
