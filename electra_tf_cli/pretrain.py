@@ -74,7 +74,7 @@ def define_flags():
                         "keras-hub model directory.")
     flags.DEFINE_integer("num_shards", 4, "Shards to build from --corpus.")
     flags.DEFINE_integer("num_processes", 1, "Processes building shards from --corpus.")
-    flags.DEFINE_integer("eval_batches", 20, "Batches for the final evaluation.")
+    flags.DEFINE_integer("eval_batches", 20, "Batches for the final evaluation (0: none).")
     flags.DEFINE_float("train_flops", None, "Training FLOPs budget (forward + backward, "
                        "counted like the official flops_computation.py): sets --train_steps "
                        "to the most steps that fit, so objectives and sizes compare at equal "

@@ -170,7 +170,8 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
 def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches: int = 20,
           verbose: int = 1, runtime: Optional[RuntimeOptions] = None,
           strategy=None) -> dict:
-    """Trains to `config.train_steps` (resuming from the latest checkpoint); returns metrics.
+    """Trains to `config.train_steps` (resuming from the latest checkpoint), then evaluates
+    `eval_batches` batches (0: no evaluation); returns the results (pretrain_results.json).
 
     `strategy` defaults to the one `runtime.strategy` names. Under several workers only the
     chief writes checkpoints, logs and results (the others write theirs to a scratch
@@ -245,9 +246,11 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         tokens_per_second = None
         print(f"The run is already at step {start_step} >= train_steps={config.train_steps}.")
 
-    eval_data = pretraining_dataset(file_pattern, training=False, seed=config.seed,
-                                    **data_options).repeat()
-    metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
+    metrics = {}
+    if eval_batches:
+        eval_data = pretraining_dataset(file_pattern, training=False, seed=config.seed,
+                                        **data_options).repeat()
+        metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
     step = int(optimizer.iterations.numpy())
     results = {"step": step,
                "objective": config.objective,
@@ -328,8 +331,9 @@ def print_summary(model_dir: str, results: dict) -> None:
              + objectives.get(results["objective"]).summary_metrics)
     print(f"\nRun directory: {os.path.abspath(model_dir)}", file=sys.stdout)
     print(f"Step {results['step']} ({results['objective']}, {results['train_flops']:.3g} "
-          "training FLOPs): " + ", ".join(f"{name} {evals[key]:.3f}"
-                                          for key, name in shown if key in evals))
+          "training FLOPs): " + (", ".join(f"{name} {evals[key]:.3f}"
+                                           for key, name in shown if key in evals)
+                                 or "not evaluated (--eval_batches 0)"))
     if results["train_tokens_per_second"]:
         print(f"Training speed: {results['train_tokens_per_second']:.0f} tokens/s")
     print(f"Latest checkpoint: {results['checkpoint']}")
