@@ -34,7 +34,7 @@ def start(model_dir, init, name="released-tiny", corpus=SPEECH, **recipe):
         ElectraConfig.preset("tiny", **recipe),
         run.RunInputs(model_dir=str(model_dir), corpus=corpus, init_checkpoint=init,
                       init_name=name))
-    run.train(config, str(model_dir), pattern, eval_batches=1, verbose=0)
+    run.train(config, str(model_dir), pattern, eval_batches=0, verbose=0)
     return config
 
 
@@ -107,11 +107,12 @@ def test_the_command_refuses_flags_that_change_the_model_it_brings(converted, tm
                     tmp_path / "a", "--hidden_size", "64", "--vocab_size", "100"],
                    ["--init_checkpoint", source, "--corpus", SPEECH, "--model_dir",
                     tmp_path / "b", "--train_steps", "2", "--batch_size", "4",
-                    "--max_seq_length", "32", "--warmup_steps", "1", "--eval_batches", "1"])
+                    "--max_seq_length", "32", "--warmup_steps", "1", "--eval_batches", "0"])
     assert runs[0]["code"] == 2, runs[0]
     assert "brings its model's hidden_size, vocab_size: drop --hidden_size, --vocab_size" in (
         runs[0]["stderr"])
     assert runs[1]["code"] == 0, runs[1]["stderr"][-3000:]
+    assert "not evaluated (--eval_batches 0)" in runs[1]["stdout"]
     # With no --preset the recipe is the one of the model's size (this one has none of the
     # presets' sizes: small's recipe, whose checkpoint_every is 1000).
     config = run_dir.read_config(str(tmp_path / "b"))
