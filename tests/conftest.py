@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -13,12 +14,17 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # One TensorFlow thread pool thread per process (inherited by the commands tests start):
-# the suite runs 2 worker processes on 2 cores, and more threads only contend (measured:
+# the suite runs 3 worker processes on 2 cores, and more threads only contend (measured:
 # 348 s -> 285 s for the whole suite).
 for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(variable, "1")
 
 import pytest  # noqa: E402
+
+# A line of TensorFlow's C++ logging (glog format: severity, MMDD, time), e.g.
+# "I0000 00:00:1795499483.410377  7653 port.cc:153] oneDNN custom operations are on". Which
+# lines appear depends on the CPU (no oneDNN notice on AMD), so tests look for the format.
+TENSORFLOW_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", re.MULTILINE)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
