@@ -46,7 +46,7 @@ STRATEGIES = ("one_device", "default")
 SENTIMENT = pathlib.Path(__file__).resolve().parent.parent / "data" / "demo" / "sentiment"
 
 
-def create(strategy_name):
+def strategy_named(strategy_name):
     import tensorflow as tf
 
     from electra_tf.training.runtime import RuntimeOptions, create_strategy
@@ -59,24 +59,17 @@ def create(strategy_name):
 def measure(strategy_name, batch_size, seq_length, steps):
     """(first step, median steady step) in seconds, through `model.fit`."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
     from electra_tf.runs.pretrain import build_model
+    from synthetic import preset_config, random_batch
 
-    special = dict(pad_token_id=0, unk_token_id=100, cls_token_id=101, sep_token_id=102,
-                   mask_token_id=103)
-    config = ElectraConfig.preset("small", vocab_size=30522, max_seq_length=seq_length,
-                                  batch_size=batch_size, **special)
-    strategy = create(strategy_name)
+    config = preset_config("small", 30522, seq_length, batch_size)
+    strategy = strategy_named(strategy_name)
     keras.utils.set_random_seed(0)
     with strategy.scope():
         model, _ = build_model(config)
-    ids = np.random.default_rng(0).integers(200, config.vocab_size, (batch_size, seq_length))
-    ids[:, 0], ids[:, -1] = config.cls_token_id, config.sep_token_id
-    batch = {"input_ids": ids.astype(np.int32), "input_mask": np.ones_like(ids, np.int32),
-             "segment_ids": np.zeros_like(ids, np.int32)}
+    batch = random_batch(config, batch_size, seq_length)
     durations = []
 
     class StepTimes(keras.callbacks.Callback):
@@ -96,7 +89,7 @@ def finetune_run(strategy_name, init_checkpoint):
     from electra_tf.finetuning.config import FinetuneConfig
     from electra_tf.runs.finetune import finetune
 
-    strategy = create(strategy_name)
+    strategy = strategy_named(strategy_name)
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for name, rows in (("train", 256), ("dev", 64)):

@@ -22,16 +22,15 @@ import time
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from electra_tf.config import ElectraConfig  # noqa: E402
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
 from electra_tf.pretraining import losses, sampling  # noqa: E402
 from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
 from electra_tf.runs.pretrain import build_model  # noqa: E402
 from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
+from synthetic import preset_config, random_batch  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "small", "Model preset.")
@@ -43,14 +42,6 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps first (tracing, allocation).")
 flags.DEFINE_integer("steps", 10, "Timed steps (the median is reported).")
-
-
-def random_batch(cfg, batch_size, seq_length, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(200, cfg.vocab_size, (batch_size, seq_length)).astype(np.int32)
-    ids[:, 0], ids[:, -1] = cfg.cls_token_id, cfg.sep_token_id
-    return {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
-            "segment_ids": tf.zeros_like(ids)}
 
 
 def time_steps(step, batch, warmup, steps):
@@ -148,11 +139,7 @@ def matmul_peak(dtype, size=2048, repeats=10):
 
 
 def config_for(batch_size):
-    special = dict(pad_token_id=0, unk_token_id=100, cls_token_id=101, sep_token_id=102,
-                   mask_token_id=103)
-    return ElectraConfig.preset(FLAGS.preset, vocab_size=FLAGS.vocab_size,
-                                max_seq_length=FLAGS.seq_length, batch_size=batch_size,
-                                **special)
+    return preset_config(FLAGS.preset, FLAGS.vocab_size, FLAGS.seq_length, batch_size)
 
 
 def main(argv):

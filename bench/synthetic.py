@@ -1,0 +1,26 @@
+"""Synthetic inputs the speed benches share: an ELECTRA preset with BERT's uncased special
+token ids, and random token batches for it (speed does not depend on the text)."""
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+
+# Where BERT's uncased 30,522-token vocab keeps them.
+SPECIAL_IDS = dict(pad_token_id=0, unk_token_id=100, cls_token_id=101, sep_token_id=102,
+                   mask_token_id=103)
+
+
+def preset_config(preset, vocab_size, seq_length, batch_size) -> ElectraConfig:
+    return ElectraConfig.preset(preset, vocab_size=vocab_size, max_seq_length=seq_length,
+                                batch_size=batch_size, **SPECIAL_IDS)
+
+
+def random_batch(cfg, batch_size, seq_length, seed=0) -> dict:
+    """A pretraining batch ([batch_size, seq_length] int32 each) of random ordinary tokens
+    between [CLS] and [SEP], no padding."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(200, cfg.vocab_size, (batch_size, seq_length)).astype(np.int32)
+    ids[:, 0], ids[:, -1] = cfg.cls_token_id, cfg.sep_token_id
+    return {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
+            "segment_ids": tf.zeros_like(ids)}
