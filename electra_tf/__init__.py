@@ -10,6 +10,9 @@ _EXPORTS = {
     "ElectraConfig": "electra_tf.config",
     "ElectraEncoder": "electra_tf.layers.encoder",
     "ElectraPretrainer": "electra_tf.pretraining.pretrainer",
+    "ElectraTokenizer": "electra_tf.models.tokenizer",
+    "ElectraPreprocessor": "electra_tf.models.preprocessor",
+    "ElectraTextClassifier": "electra_tf.models.text_classifier",
     "from_pretrained": "electra_tf.convert.resolve",
     "resolve": "electra_tf.convert.resolve",
 }
@@ -18,6 +21,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
+    if name == "errors":
+        return importlib.import_module("electra_tf.errors")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'electra_tf' has no attribute {name!r}")

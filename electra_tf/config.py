@@ -133,9 +133,7 @@ class ElectraConfig:
     def matching_preset(self) -> Optional[str]:
         """The first preset with this model's size (embedding, hidden, layers, heads, FFN),
         else None (small++ has small's size)."""
-        size = tuple(getattr(self, field) for field in _SIZE_FIELDS)
-        return next((name for name, preset in PRESETS.items()
-                     if tuple(getattr(preset, field) for field in _SIZE_FIELDS) == size), None)
+        return preset_of_size(**{field: getattr(self, field) for field in _SIZE_FIELDS})
 
     def replace(self, **overrides) -> "ElectraConfig":
         return dataclasses.replace(self, **overrides).validated()
@@ -194,6 +192,14 @@ class ElectraConfig:
         """Fields (outside `ignore`) whose values differ: {name: (self value, other value)}."""
         mine, theirs = self.to_dict(), other.to_dict()
         return {k: (mine[k], theirs[k]) for k in mine if k not in ignore and mine[k] != theirs[k]}
+
+
+def preset_of_size(embedding_size, hidden_size, num_layers, num_heads,
+                   intermediate_size) -> Optional[str]:
+    """The first preset of this size, else None (small++ has small's size)."""
+    size = (embedding_size, hidden_size, num_layers, num_heads, intermediate_size)
+    return next((name for name, preset in PRESETS.items()
+                 if tuple(getattr(preset, field) for field in _SIZE_FIELDS) == size), None)
 
 
 _SMALL = ElectraConfig()

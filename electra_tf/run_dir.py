@@ -34,6 +34,7 @@ import json
 import os
 from typing import Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -41,7 +42,6 @@ from electra_tf import files
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.task_models import build_task_model
 from electra_tf.text import vocab as vocab_lib
 
 CONFIG_FILE = "config.json"
@@ -224,11 +224,22 @@ def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropou
     return encoder
 
 
+def layers_only(model) -> tf.train.Checkpoint:
+    """A stand-in for `model` in a checkpoint to restore from: its layers under their
+    attribute names, without its optimizer. (A restore keeps saved objects it cannot
+    match pending, and an optimizer that a later `compile` attaches would receive the
+    saved optimizer's state, shapes unrelated.)"""
+    return tf.train.Checkpoint(**{name: value for name, value in vars(model).items()
+                                  if not name.startswith("_")
+                                  and isinstance(value, keras.layers.Layer)})
+
+
 def restore_pretrainer(model, pretrained: Pretrained, parts: dict) -> None:
     """Restores the `parts` (see `Pretrained.parts`) of a built `ElectraPretrainer` from
     `pretrained`'s checkpoint; every weight of those parts must be found."""
     if parts["generator"]:
-        checkpoint = pretraining_checkpoint(model)
+        checkpoint = tf.train.Checkpoint(discriminator=model.discriminator,
+                                         model=layers_only(model))
     else:
         checkpoint = encoder_checkpoint(
             model.discriminator, model.discriminator_head if parts["discriminator_head"]
@@ -238,27 +249,6 @@ def restore_pretrainer(model, pretrained: Pretrained, parts: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- fine-tuned
-@dataclasses.dataclass
-class Finetuned:
-    """A fine-tuned run on disk, restored: what serving needs to rebuild its inputs."""
-
-    model: object  # the task model (keras.Model), weights restored
-    task: str  # the task name (`finetuning.tasks`)
-    kind: str  # its kind (`finetuning.kinds`)
-    labels: list
-    text_pairs: bool  # the model was trained on `[CLS] a [SEP] b [SEP]` inputs
-    task_info: dict  # task.json: the above, and what the task's kind recorded for serving
-    settings: dict  # finetune_config.json: the recipe it was trained with
-    encoder_config: ElectraConfig
-    vocab_path: str
-    special_ids: dict
-    checkpoint: str
-
-    @property
-    def max_seq_length(self) -> int:
-        return self.settings["max_seq_length"]
-
-
 def write_finetuning_setup(directory: str, settings: dict, pretrained: Pretrained,
                            labels: list, task_info: dict) -> None:
     """Writes what a fine-tuning run needs to be restored, before training starts.
@@ -285,41 +275,41 @@ def kept_model_dir(directory: str, trial: int) -> str:
     return os.path.join(trial_dir(directory, trial), KEPT_MODEL_DIR)
 
 
-def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
-    """Restores the kept model of `trial` (default: the trial with the best main metric)
-    of a fine-tuning run."""
-    def path(name):
-        full = os.path.join(directory, name)
-        if not os.path.exists(full):
-            raise ConfigError(f"{directory!r} is not a finished fine-tuning run: {name} is "
-                              "missing. Pass the --model_dir of finetune.py.")
-        return full
+def is_finetuned(path: str) -> bool:
+    """Whether `path` is a fine-tuning run directory (`finetune.py --model_dir`)."""
+    return all(os.path.isfile(os.path.join(path, name))
+               for name in (TASK_FILE, ENCODER_CONFIG_FILE, FINETUNE_CONFIG_FILE))
 
-    def read(name):
-        with open(path(name), encoding="utf-8") as f:
-            return json.load(f)
 
-    results, task_info = read(EVAL_RESULTS_FILE), read(TASK_FILE)
+def finished_finetuned_file(directory: str, name: str) -> str:
+    """The path of `name` in a fine-tuning run; ConfigError when the run lacks it."""
+    full = os.path.join(directory, name)
+    if not os.path.exists(full):
+        raise ConfigError(f"{directory!r} is not a finished fine-tuning run: {name} is "
+                          "missing. Pass the --model_dir of finetune.py.")
+    return full
+
+
+def read_finetuned_json(directory: str, name: str):
+    with open(finished_finetuned_file(directory, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_finetuned_config(directory: str) -> ElectraConfig:
+    """The encoder config of a fine-tuning run."""
+    return ElectraConfig.load(finished_finetuned_file(directory, ENCODER_CONFIG_FILE))
+
+
+def kept_checkpoint(directory: str, trial: Optional[int] = None) -> tuple:
+    """(trial, checkpoint prefix) of a fine-tuning run's kept model: `trial`'s, by default
+    the trial with the best main metric."""
+    results = read_finetuned_json(directory, EVAL_RESULTS_FILE)
     trial = results["best_trial"] if trial is None else trial
     if not 0 <= trial < len(results["trials"]):
         raise ConfigError(f"{directory!r} has trials 0..{len(results['trials']) - 1}; "
                           f"got trial {trial}.")
-    checkpoint = tf.train.latest_checkpoint(path(os.path.relpath(
-        kept_model_dir(directory, trial), directory)))
+    checkpoint = tf.train.latest_checkpoint(kept_model_dir(directory, trial))
     if checkpoint is None:
         raise ConfigError(f"{directory!r}: no checkpoint in trial_{trial}/"
                           f"{KEPT_MODEL_DIR}.")
-    settings = read(FINETUNE_CONFIG_FILE)
-    encoder_config = ElectraConfig.load(path(ENCODER_CONFIG_FILE))
-    vocab_path = path(VOCAB_FILE)
-    model_info = task_info["model"]
-    model = build_task_model(model_info["class_name"],
-                             build_encoder(encoder_config, settings["dropout"]),
-                             model_info["head_config"])
-    ids = np.zeros((1, 8), np.int32)
-    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
-    status = tf.train.Checkpoint(model=model).read(checkpoint)
-    status.expect_partial().assert_existing_objects_matched()
-    return Finetuned(model, task_info["task"], task_info["kind"], read(LABELS_FILE),
-                     task_info["text_pairs"], task_info, settings, encoder_config,
-                     vocab_path, special_ids(vocab_path, encoder_config), checkpoint)
+    return trial, checkpoint

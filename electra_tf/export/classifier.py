@@ -1,91 +1,20 @@
-"""A fine-tuning run -> one version of a TF Serving model: `<base>/<version>/`.
+"""A fine-tuning run -> one version of a TF Serving model: `<base>/<version>/` (see
+`serving` for the layout, the task's kind for the signatures)."""
 
-The version directory is a SavedModel (see `serving.py` for its signatures) with
-`assets.extra/tf_serving_warmup_requests`, which TF Serving replays before it marks the
-version available, so the first real request does not pay for graph initialisation.
-"""
-
-import os
-import re
-import shutil
-
-import tensorflow as tf
-
-from electra_tf import files, run_dir
-from electra_tf.errors import ConfigError
-from electra_tf.export.serving import build_serving_module, example_inputs
-
-# The batch sizes the example batching config allows (export/serving/batching.config).
-WARMUP_BATCH_SIZES = (1, 8, 32)
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-
-
-def version_dirs(base: str) -> list:
-    """The version numbers under a TF Serving model base directory, ascending."""
-    if not os.path.isdir(base):
-        return []
-    return sorted(int(name) for name in os.listdir(base)
-                  if re.fullmatch(r"\d+", name) and os.path.isdir(os.path.join(base, name)))
-
-
-def resolve_version(output: str):
-    """`.../name/3` -> (`.../name`, 3); `.../name` -> (`.../name`, next free version)."""
-    output = output.rstrip("/")
-    name = os.path.basename(output)
-    if name.isdigit():
-        base, version = os.path.dirname(output), int(name)
-        if version in version_dirs(base):
-            raise ConfigError(
-                f"{output} exists: a server may be serving it. Export to "
-                f"{os.path.join(base, str(max(version_dirs(base)) + 1))} (or pass the base "
-                f"directory {base} to take the next version).")
-        return base, version
-    existing = version_dirs(output)
-    return output, (existing[-1] + 1) if existing else 1
-
-
-def write_warmup_requests(path: str, model_name: str, signature_name: str,
-                          input_specs) -> int:
-    """Writes TF Serving's warm-up file: one PredictRequest per WARMUP_BATCH_SIZES."""
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with tf.io.TFRecordWriter(path) as writer:
-        for batch_size in WARMUP_BATCH_SIZES:
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name))
-            for name, value in example_inputs(input_specs, batch_size).items():
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request))
-            writer.write(log.SerializeToString())
-    return len(WARMUP_BATCH_SIZES)
+from electra_tf.export.serving import write_serving_version
+from electra_tf.finetuning import kinds
+from electra_tf.models.finetuned import load_finetuned
+from electra_tf.text.tokenizer import make_tokenizer
 
 
 def export_classifier(finetuned_dir: str, output: str, trial=None, versions: int = 0,
                       model_name=None) -> dict:
-    """Exports the best checkpoint of a fine-tuning run as a new TF Serving version.
-
-    `output` is a version directory (`.../sentiment/1`) or a model base directory (the next
-    version is taken). `versions` > 0 keeps only that many newest versions (the new one
-    included); 0 keeps all. Returns {"path", "version", "signatures", "removed"}.
-    """
-    if versions < 0:
-        raise ConfigError(f"--versions must be >= 0 (0 keeps all); got {versions}.")
-    base, version = resolve_version(output)
-    model_name = model_name or os.path.basename(os.path.abspath(base))
-    run = run_dir.load_finetuned(finetuned_dir, trial)
-    module, signatures = build_serving_module(run)
-    path = os.path.join(base, str(version))
-    os.makedirs(base, exist_ok=True)
-    with files.atomic_directory(path) as partial:
-        tf.saved_model.save(module, partial, signatures=signatures)
-        write_warmup_requests(os.path.join(partial, WARMUP_FILE), model_name,
-                              "serving_default", signatures["serving_default"].input_signature)
-    removed = []
-    if versions:
-        for old in version_dirs(base)[:-versions]:
-            shutil.rmtree(os.path.join(base, str(old)))
-            removed.append(old)
-    return {"path": path, "version": version, "model_name": model_name,
-            "signatures": sorted(signatures), "removed": removed}
+    """Exports the kept model of a fine-tuning run (the best trial, or `trial`) as a new
+    TF Serving version; see `serving.write_serving_version` for `output`, `versions` and
+    what is returned."""
+    run = load_finetuned(finetuned_dir, trial)
+    tokenizer = make_tokenizer(run.vocab_path, run.encoder_config.lower_case,
+                               run.encoder_config.strip_accents)
+    signatures = kinds.get(run.kind).serving_signatures(run, tokenizer)
+    return write_serving_version(run.model, signatures, tokenizer, output, model_name,
+                                 versions)

@@ -1,34 +1,63 @@
-"""TF Serving SavedModels of fine-tuned models: raw strings in, predictions out.
+"""TF Serving versions: a SavedModel of raw-strings-in signatures, written under a model
+base directory with TF Serving's warm-up requests.
 
-The task's kind (`finetuning.kinds`) makes the signatures (every input and output a dense
-tensor, so TF Serving's REST and gRPC APIs can carry them); this module holds them, the
-variables, the vocab and the tokenizer in one SavedModel object.
+The version directory holds `assets.extra/tf_serving_warmup_requests`, which TF Serving
+replays before it marks the version available, so the first real request does not pay for
+graph initialisation. Every signature input and output is a dense tensor, so TF Serving's
+REST and gRPC APIs can carry them.
 """
+
+import os
+import re
+import shutil
 
 import tensorflow as tf
 
-from electra_tf.export.encoder import Reusable
-from electra_tf.finetuning import kinds
-from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf import files
+from electra_tf.errors import ConfigError
+
+# The batch sizes the example batching config allows (export/serving/batching.config).
+WARMUP_BATCH_SIZES = (1, 8, 32)
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
 
-def build_serving_module(run):
-    """A SavedModel object and its signatures for a restored `run_dir.Finetuned`.
+class Reusable(tf.__internal__.tracking.AutoTrackable):
+    """An object whose attributes (variables, functions, assets) are saved as they are."""
 
-    Returns (module, signatures: {name: concrete function}).
-    """
-    kind = kinds.get(run.kind)
+
+def serving_module(model, signatures: dict, tokenizer):
+    """The SavedModel object of a task `model` serving `signatures` through `tokenizer`."""
     module = Reusable()
-    model = run.model
     # The graphs' variables, saved once each as plain tf.Variables. (Tracking the Keras
     # model too would save every weight a second time, as Keras variable objects.)
     module.model_variables = [v.value for v in model.variables]
-    module.vocab_file = tf.saved_model.Asset(run.vocab_path)
-    module.tokenizer = make_tokenizer(run.vocab_path, run.encoder_config.lower_case,
-                                      run.encoder_config.strip_accents)
-    signatures = kind.serving_signatures(run, module.tokenizer)
+    module.tokenizer = tokenizer  # its lookup tables are resources the graphs use
     module.signature_functions = signatures  # saved with the object
-    return module, signatures
+    return module
+
+
+def version_dirs(base: str) -> list:
+    """The version numbers under a TF Serving model base directory, ascending."""
+    if not os.path.isdir(base):
+        return []
+    return sorted(int(name) for name in os.listdir(base)
+                  if re.fullmatch(r"\d+", name) and os.path.isdir(os.path.join(base, name)))
+
+
+def resolve_version(output: str):
+    """`.../name/3` -> (`.../name`, 3); `.../name` -> (`.../name`, next free version)."""
+    output = output.rstrip("/")
+    name = os.path.basename(output)
+    if name.isdigit():
+        base, version = os.path.dirname(output), int(name)
+        if version in version_dirs(base):
+            raise ConfigError(
+                f"{output} exists: a server may be serving it. Export to "
+                f"{os.path.join(base, str(max(version_dirs(base)) + 1))} (or pass the base "
+                f"directory {base} to take the next version).")
+        return base, version
+    existing = version_dirs(output)
+    return output, (existing[-1] + 1) if existing else 1
 
 
 def example_inputs(input_specs, batch_size: int) -> dict:
@@ -36,3 +65,54 @@ def example_inputs(input_specs, batch_size: int) -> dict:
     text = tf.constant(["ELECTRA warm-up request."] * batch_size)
     return {spec.name: tf.strings.split(text).to_tensor("") if spec.shape.rank == 2 else text
             for spec in input_specs}
+
+
+def write_warmup_requests(path: str, model_name: str, signature_name: str,
+                          input_specs) -> int:
+    """Writes TF Serving's warm-up file: one PredictRequest per WARMUP_BATCH_SIZES."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for batch_size in WARMUP_BATCH_SIZES:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name))
+            for name, value in example_inputs(input_specs, batch_size).items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+    return len(WARMUP_BATCH_SIZES)
+
+
+def write_serving_version(model, signatures: dict, tokenizer, output: str, model_name=None,
+                          versions: int = 0) -> dict:
+    """Saves `model`'s `signatures` ({name: tf.function}, "serving_default" first), which
+    tokenize with `tokenizer` (a keras-hub WordPiece tokenizer), as a new TF Serving
+    version; the vocab goes to its `assets/vocab.txt`.
+
+    `output` is a version directory (`.../sentiment/1`) or a model base directory (the next
+    version is taken). `versions` > 0 keeps only that many newest versions (the new one
+    included); 0 keeps all. Returns {"path", "version", "model_name", "signatures",
+    "removed"}.
+    """
+    if versions < 0:
+        raise ConfigError(f"--versions must be >= 0 (0 keeps all); got {versions}.")
+    base, version = resolve_version(output)
+    model_name = model_name or os.path.basename(os.path.abspath(base))
+    module = serving_module(model, signatures, tokenizer)
+    path = os.path.join(base, str(version))
+    os.makedirs(base, exist_ok=True)
+    with files.atomic_directory(path) as partial:
+        tf.saved_model.save(module, partial, signatures=signatures)
+        files.write_text(os.path.join(partial, "assets", "vocab.txt"),
+                         "".join(token + "\n" for token in tokenizer.vocabulary))
+        write_warmup_requests(os.path.join(partial, WARMUP_FILE), model_name,
+                              "serving_default", signatures["serving_default"].input_signature)
+    removed = []
+    if versions:
+        for old in version_dirs(base)[:-versions]:
+            shutil.rmtree(os.path.join(base, str(old)))
+            removed.append(old)
+    return {"path": path, "version": version, "model_name": model_name,
+            "signatures": sorted(signatures), "removed": removed}

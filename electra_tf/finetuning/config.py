@@ -9,11 +9,11 @@ import dataclasses
 from typing import Optional
 
 from electra_tf.errors import check_choice
+from electra_tf.training.optimization import (FINETUNING_WARMUP_PROPORTION,
+                                              FINETUNING_WEIGHT_DECAY,
+                                              finetuning_layerwise_decay,
+                                              finetuning_learning_rate)
 
-# Peak learning rate by the size of the pretrained model (its preset), as in the paper:
-# 3e-4 for Small, 1e-4 for Base, 5e-5 for Large.
-LEARNING_RATES = {"tiny": 3e-4, "small": 3e-4, "small++": 3e-4, "base": 1e-4, "large": 5e-5}
-DEFAULT_LEARNING_RATE = 1e-4
 BATCH_LOSSES = ("sum", "mean")
 TAG_ENCODINGS = ("bioes", "as_given")
 
@@ -26,11 +26,11 @@ class FinetuneConfig:
     max_seq_length: Optional[int] = None  # 128; 512 for QA, 256 for tagging (official)
     batch_size: int = 32
     epochs: Optional[int] = None  # task default: 3 (10 for RTE/STS-B, 2 for QA)
-    learning_rate: Optional[float] = None  # by size: 3e-4 small, 1e-4 base, 5e-5 large
-    layerwise_decay: Optional[float] = None  # 0.8; 0.9 for 24-layer encoders
+    learning_rate: Optional[float] = None  # by size (`finetuning_learning_rate`)
+    layerwise_decay: Optional[float] = None  # by depth (`finetuning_layerwise_decay`)
     official_layerwise_decay_bug: bool = False
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
+    warmup_proportion: float = FINETUNING_WARMUP_PROPORTION
+    weight_decay: float = FINETUNING_WEIGHT_DECAY
     dropout: float = 0.1
     # Dropout before the task head: None is the official choice (the encoder's dropout
     # before the [CLS] head of classification and regression, none for tagging and QA).
@@ -77,9 +77,8 @@ class FinetuneConfig:
             self,
             max_seq_length=self.max_seq_length or task.kind.default_max_seq_length,
             epochs=self.epochs or task.epochs,
-            learning_rate=self.learning_rate or LEARNING_RATES.get(size,
-                                                                   DEFAULT_LEARNING_RATE),
-            layerwise_decay=self.layerwise_decay or (
-                0.9 if encoder_config.num_layers >= 24 else 0.8),
+            learning_rate=self.learning_rate or finetuning_learning_rate(size),
+            layerwise_decay=(self.layerwise_decay
+                             or finetuning_layerwise_decay(encoder_config.num_layers)),
             head_dropout=(task.kind.official_head_dropout(self.dropout)
                           if self.head_dropout is None else self.head_dropout))

@@ -18,10 +18,10 @@ from electra_tf import run_dir
 from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
-from electra_tf.layers.task_models import build_task_model
+from electra_tf.models.finetuned import build_task_model
 from electra_tf.text.tokenizer import make_tokenizer
 from electra_tf.training import runtime as runtime_lib
-from electra_tf.training.optimization import create_optimizer, layerwise_lr_multipliers
+from electra_tf.training.optimization import create_finetuning_optimizer
 from electra_tf.training.runtime import RuntimeOptions
 
 
@@ -110,8 +110,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     data = kind.prepare(task, cfg, tokenizer, pretrained.special_ids, train_examples,
                         eval_examples, labels)
     model_info = {"class_name": kind.model_class,
-                  "head_config": kind.head_config(len(labels), cfg,
-                                                  encoder_config.initializer_range)}
+                  "head_config": kind.head_config(task, labels, cfg,
+                                                  encoder_config.initializer_range, data)}
     run_dir.write_finetuning_setup(
         model_dir, dataclasses.asdict(cfg), pretrained, labels,
         {"task": task.name, "kind": kind.name, "text_pairs": data.text_pairs,
@@ -154,12 +154,9 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
         model = build_task_model(model_info["class_name"], encoder, model_info["head_config"])
         model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
-    multipliers = layerwise_lr_multipliers(encoder, model.trainable_variables,
-                                           cfg.layerwise_decay,
-                                           cfg.official_layerwise_decay_bug)
-    optimizer = create_optimizer(cfg.learning_rate, steps, int(cfg.warmup_proportion * steps),
-                                 model.trainable_variables, cfg.weight_decay, 1.0,
-                                 cfg.adam_bias_correction, lr_multipliers=multipliers)
+    optimizer = create_finetuning_optimizer(
+        model, encoder, steps, cfg.learning_rate, cfg.layerwise_decay, cfg.warmup_proportion,
+        cfg.weight_decay, cfg.adam_bias_correction, cfg.official_layerwise_decay_bug)
     loss, loss_weights = task.kind.loss(task, cfg)
     model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
                   loss=loss, loss_weights=loss_weights, jit_compile=runtime.jit_compile)

@@ -8,6 +8,24 @@ import tensorflow as tf
 # Variables excluded from weight decay, matched against Keras variable paths (the official
 # code excludes "LayerNorm", "layer_norm" and "bias").
 NO_DECAY_PATTERN = re.compile(r"(layer_?norm|bias|gamma|beta)", re.IGNORECASE)
+# Fine-tuning's peak learning rate by the size (preset) of the pretrained model, as in the
+# paper's Table 7: 3e-4 for Small, 1e-4 for Base, 5e-5 for Large; 1e-4 for other sizes.
+FINETUNING_LEARNING_RATES = {"tiny": 3e-4, "small": 3e-4, "small++": 3e-4, "base": 1e-4,
+                             "large": 5e-5}
+
+
+# The rest of the official fine-tuning recipe's optimizer.
+FINETUNING_WARMUP_PROPORTION = 0.1
+FINETUNING_WEIGHT_DECAY = 0.01
+
+
+def finetuning_learning_rate(preset_name) -> float:
+    return FINETUNING_LEARNING_RATES.get(preset_name, 1e-4)
+
+
+def finetuning_layerwise_decay(num_layers: int) -> float:
+    """The official layer-wise decay: 0.8, or 0.9 for 24-layer (Large) encoders."""
+    return 0.9 if num_layers >= 24 else 0.8
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -153,6 +171,22 @@ def layerwise_lr_multipliers(encoder, variables, decay: float, official_bug=Fals
         raise ValueError(f"No layer-wise depth for encoder variable(s) {unplaced}.")
     return {v.path: decay ** (top - (depth_of[id(v)] if id(v) in encoder_variables else top))
             for v in variables}
+
+
+def create_finetuning_optimizer(model, encoder, total_steps: int, learning_rate: float,
+                                layerwise_decay: float,
+                                warmup_proportion=FINETUNING_WARMUP_PROPORTION,
+                                weight_decay=FINETUNING_WEIGHT_DECAY, bias_correction=False,
+                                official_layerwise_decay_bug=False):
+    """The official fine-tuning optimizer for a built task `model` around `encoder`: AdamW
+    without bias correction, layer-wise rates, warmup over `warmup_proportion` of
+    `total_steps` then linear decay to 0, gradients clipped at global norm 1.0."""
+    variables = model.trainable_variables
+    multipliers = layerwise_lr_multipliers(encoder, variables, layerwise_decay,
+                                           official_layerwise_decay_bug)
+    return create_optimizer(learning_rate, total_steps, int(warmup_proportion * total_steps),
+                            variables, weight_decay, 1.0, bias_correction,
+                            lr_multipliers=multipliers)
 
 
 def create_pretraining_optimizer(config, model):

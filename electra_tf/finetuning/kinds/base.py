@@ -12,7 +12,6 @@ import tensorflow as tf
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import readers, tfds_data
 from electra_tf.finetuning.features import Encoder
-from electra_tf.text.packing import pack_segments
 
 # Serving inputs: every input and output is a dense tensor, so TF Serving's REST and gRPC
 # APIs can carry them (`N` = batch).
@@ -26,7 +25,7 @@ class TaskKind:
     """One kind of task (classification, regression, tagging, QA); see the module doc."""
 
     name = ""
-    model_class = ""  # the task model in `layers.task_models`
+    model_class = ""  # the task model's class name (`models.finetuned.TASK_MODELS`)
     default_max_seq_length = 128
 
     def read_examples(self, task, cfg, source: str, training: bool) -> list:
@@ -57,9 +56,11 @@ class TaskKind:
         """The encoded train/eval arrays and their decoding (a `TaskData`)."""
         raise NotImplementedError
 
-    def head_config(self, num_labels: int, cfg, initializer_range: float) -> dict:
-        """The task model's head settings (see `layers.task_models`)."""
-        return {"head_outputs": num_labels, "dropout": cfg.head_dropout,
+    def head_config(self, task, labels: list, cfg, initializer_range: float,
+                    data) -> dict:
+        """The task model's constructor arguments besides the encoder, for `labels`
+        and the prepared `data`."""
+        return {"head_outputs": len(labels), "dropout": cfg.head_dropout,
                 "initializer_range": initializer_range}
 
     def task_info(self, task, cfg) -> dict:
@@ -134,7 +135,7 @@ def keras_loss(loss_class, cfg, **kwargs):
 class SequenceKind(TaskKind):
     """A text (or text pair) in, one label or score out from the `[CLS]` vector."""
 
-    model_class = "SequenceClassifier"
+    model_class = "ElectraTextClassifier"
     numeric_labels = False  # labels are numbers (TFDS stores scores, not class ids)
 
     def read_examples(self, task, cfg, source, training):
@@ -188,27 +189,14 @@ class SequenceKind(TaskKind):
     def task_data(self, task, train, eval_inputs, eval_examples, labels) -> TaskData:
         raise NotImplementedError
 
-    def serving_outputs(self, outputs, run, label_names) -> dict:
-        """The served predictions of the model's outputs on a batch."""
-        raise NotImplementedError
+    def head_config(self, task, labels, cfg, initializer_range, data):
+        return {"num_classes": len(labels), "dropout": cfg.head_dropout,
+                "initializer_range": initializer_range, "label_names": labels,
+                "text_pairs": data.text_pairs}
 
     def serving_signatures(self, run, tokenizer):
-        """`serving_default(text [N] (, text_pair [N]))`; `text_pair` only when the model
-        was trained on pairs (an empty one packs as `[CLS] text [SEP] [SEP]`, as training
-        packed examples without a pair)."""
-        label_names = tf.constant([str(label) for label in run.labels] or [""])
-
-        def predict(segments):
-            inputs = pack_segments([tokenizer(s) for s in segments], run.max_seq_length,
-                                   run.special_ids)
-            return self.serving_outputs(run.model(inputs, training=False), run, label_names)
-
-        if run.text_pairs:
-            serve = tf.function(lambda text, text_pair: predict([text, text_pair]),
-                                input_signature=[TEXT, TEXT_PAIR])
-        else:
-            serve = tf.function(lambda text: predict([text]), input_signature=[TEXT])
-        return {"serving_default": serve}
+        """The text classifier's own (`ElectraTextClassifier.serving_signatures`)."""
+        return run.model.serving_signatures()
 
 
 def check_known_labels(examples, labels: list, labels_of) -> None:

@@ -2,7 +2,6 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import metrics
@@ -41,11 +40,6 @@ class Classification(SequenceKind):
     def score(self, gold, predicted):
         return {"accuracy": metrics.accuracy(gold, predicted)}
 
-    def serving_outputs(self, outputs, run, label_names):
-        label_id = tf.argmax(outputs, -1, output_type=tf.int32)
-        return {"probabilities": tf.nn.softmax(outputs), "label_id": label_id,
-                "label": tf.gather(label_names, label_id)}
-
 
 class _ClassificationData(TaskData):
     def __init__(self, train, eval_inputs, eval_examples, labels):
@@ -53,7 +47,7 @@ class _ClassificationData(TaskData):
         self.labels = labels
 
     def predictions(self, outputs):
-        probabilities = tf.nn.softmax(outputs).numpy()
+        probabilities = np.asarray(outputs)  # the classifier's `predict`
         predicted = [self.labels[i] for i in probabilities.argmax(-1)]
         return predicted, [{"prediction": p, "probabilities": [round(float(x), 5) for x in row]}
                            for p, row in zip(predicted, probabilities)]

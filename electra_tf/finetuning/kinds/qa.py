@@ -33,7 +33,7 @@ class QuestionAnswering(TaskKind):
                    "no_answer_logit": train.impossible}
         return _QAData((inputs, targets, None), eval_features, eval_examples, task, cfg)
 
-    def head_config(self, num_labels, cfg, initializer_range):
+    def head_config(self, task, labels, cfg, initializer_range, data):
         return {"joint_prediction": cfg.qa_joint_prediction, "beam_size": cfg.qa_beam_size,
                 "initializer_range": initializer_range}
 

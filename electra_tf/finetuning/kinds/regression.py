@@ -31,13 +31,14 @@ class Regression(SequenceKind):
         return (np.asarray([e.label for e in examples], np.float32) - low) / high
 
     def task_data(self, task, train, eval_inputs, eval_examples, labels):
-        return _RegressionData(train, eval_inputs, eval_examples, task.label_range)
+        return _RegressionData(train, eval_inputs, eval_examples)
 
     def task_info(self, task, cfg):
         return {"label_range": task.label_range}
 
-    def head_config(self, num_labels, cfg, initializer_range):
-        return super().head_config(1, cfg, initializer_range)
+    def head_config(self, task, labels, cfg, initializer_range, data):
+        return {**super().head_config(task, labels, cfg, initializer_range, data),
+                "num_classes": 1, "label_names": None, "label_range": task.label_range}
 
     def loss(self, task, cfg):
         return keras_loss(keras.losses.MeanSquaredError, cfg), None
@@ -46,16 +47,8 @@ class Regression(SequenceKind):
         return {"pearson": metrics.pearson(gold, predicted),
                 "spearman": metrics.spearman(gold, predicted)}
 
-    def serving_outputs(self, outputs, run, label_names):
-        low, high = run.task_info.get("label_range") or (0.0, 1.0)
-        return {"score": outputs * high + low}
-
 
 class _RegressionData(TaskData):
-    def __init__(self, train, eval_inputs, eval_examples, label_range):
-        super().__init__(train, eval_inputs, eval_examples)
-        self.low, self.high = label_range or (0.0, 1.0)
-
     def predictions(self, outputs):
-        scores = [float(s) * self.high + self.low for s in outputs]
+        scores = [float(s) for s in outputs]  # the model's `predict`: in the labels' range
         return scores, [{"prediction": s} for s in scores]

@@ -1,0 +1,73 @@
+"""A fine-tuning run directory restored as its task model (see `run_dir` for the layout)."""
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf import run_dir
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.task_models import SpanQuestionAnswerer, TokenClassifier
+from electra_tf.models.preprocessor import ElectraPreprocessor
+from electra_tf.models.text_classifier import ElectraTextClassifier
+from electra_tf.models.tokenizer import ElectraTokenizer
+
+# The task models a fine-tuning run records by class name in its task.json.
+TASK_MODELS = {cls.__name__: cls for cls in (ElectraTextClassifier, TokenClassifier,
+                                             SpanQuestionAnswerer)}
+
+
+@dataclasses.dataclass
+class Finetuned:
+    """A fine-tuned run on disk, restored: what serving needs to rebuild its inputs."""
+
+    model: object  # the task model (keras.Model), weights restored
+    task: str  # the task name (`finetuning.tasks`)
+    kind: str  # its kind (`finetuning.kinds`)
+    labels: list
+    text_pairs: bool  # the model was trained on `[CLS] a [SEP] b [SEP]` inputs
+    task_info: dict  # task.json: the above, and what the task's kind recorded for serving
+    settings: dict  # finetune_config.json: the recipe it was trained with
+    encoder_config: ElectraConfig
+    vocab_path: str
+    special_ids: dict
+    checkpoint: str
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.settings["max_seq_length"]
+
+
+def build_task_model(class_name: str, encoder, head_config: dict, preprocessor=None):
+    """The task model `class_name` (a key of TASK_MODELS) around `encoder`; a text
+    classifier also gets `preprocessor`."""
+    cls = TASK_MODELS[class_name]
+    if cls is ElectraTextClassifier:
+        return cls(encoder, preprocessor=preprocessor, **head_config)
+    return cls(encoder, **head_config)
+
+
+def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
+    """Restores the kept model of `trial` (default: the trial with the best main metric)
+    of a fine-tuning run; a text classifier comes with its preprocessor."""
+    trial, checkpoint = run_dir.kept_checkpoint(directory, trial)
+    task_info = run_dir.read_finetuned_json(directory, run_dir.TASK_FILE)
+    settings = run_dir.read_finetuned_json(directory, run_dir.FINETUNE_CONFIG_FILE)
+    encoder_config = run_dir.read_finetuned_config(directory)
+    vocab_path = run_dir.finished_finetuned_file(directory, run_dir.VOCAB_FILE)
+    tokenizer = ElectraTokenizer(vocab_path, lowercase=encoder_config.lower_case,
+                                 strip_accents=encoder_config.strip_accents)
+    model_info = task_info["model"]
+    model = build_task_model(model_info["class_name"],
+                             run_dir.build_encoder(encoder_config, settings["dropout"]),
+                             model_info["head_config"],
+                             ElectraPreprocessor(tokenizer, settings["max_seq_length"]))
+    ids = np.zeros((1, 8), np.int32)
+    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    status = tf.train.Checkpoint(model=run_dir.layers_only(model)).read(checkpoint)
+    status.expect_partial().assert_existing_objects_matched()
+    return Finetuned(model, task_info["task"], task_info["kind"],
+                     run_dir.read_finetuned_json(directory, run_dir.LABELS_FILE),
+                     task_info["text_pairs"], task_info, settings, encoder_config,
+                     vocab_path, tokenizer.special_ids, checkpoint)

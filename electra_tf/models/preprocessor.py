@@ -1,0 +1,64 @@
+"""`ElectraPreprocessor`: raw strings (or pairs of strings) -> the encoder's inputs."""
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+from electra_tf.errors import check_choice
+from electra_tf.models.tokenizer import ElectraTokenizer
+from electra_tf.text.packing import TRUNCATIONS, pack_segments
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraPreprocessor(keras_hub.models.Preprocessor):
+    """Tokenizes one text or a pair of texts per example and packs them as
+    `[CLS] a [SEP] (b [SEP])` into `input_word_ids`, `input_mask`, `input_type_ids`
+    (int32 [batch, sequence_length]), in graph ops: usable in `tf.data`, inside models
+    and in exported SavedModels.
+
+    Call with strings [batch] or a tuple (texts, pairs); labels and sample weights
+    (`y`, `sample_weight`) pass through, so it maps over a labelled `tf.data.Dataset`.
+    A pair too long is cut longest segment first, as the official fine-tuning code does
+    (`truncation="round_robin"`: in turn, as TF Hub's BERT preprocessors).
+
+    Args:
+        tokenizer: an `ElectraTokenizer`.
+        sequence_length: the packed length (the official recipe: 128).
+    """
+
+    def __init__(self, tokenizer: ElectraTokenizer, sequence_length=128,
+                 truncation="longest_first", **kwargs):
+        super().__init__(**kwargs)
+        check_choice("truncation", truncation, TRUNCATIONS)
+        self.tokenizer = tokenizer
+        self.sequence_length = sequence_length
+        self.truncation = truncation
+
+    def call(self, x, y=None, sample_weight=None):
+        segments = list(x) if isinstance(x, (tuple, list)) else [x]
+        if not 1 <= len(segments) <= 2:
+            raise ValueError(f"ElectraPreprocessor takes a text or a pair of texts per "
+                             f"example; got {len(segments)} segments.")
+        segments = [tf.convert_to_tensor(s, tf.string) for s in segments]
+        single = segments[0].shape.rank == 0
+        if single:
+            segments = [s[None] for s in segments]
+        inputs = pack_segments([self.tokenizer(s) for s in segments], self.sequence_length,
+                               self.tokenizer.special_ids, self.truncation)
+        if single:
+            inputs = {k: v[0] for k, v in inputs.items()}
+        return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"sequence_length": self.sequence_length,
+                       "truncation": self.truncation})
+        return config
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, sequence_length=128,
+                        **kwargs) -> "ElectraPreprocessor":
+        """The preprocessor of a model (any source `ElectraTokenizer.from_pretrained`
+        takes) packing to `sequence_length`."""
+        return cls(ElectraTokenizer.from_pretrained(name_or_path),
+                   sequence_length=sequence_length, **kwargs)

@@ -1,0 +1,160 @@
+"""`ElectraTask`: what every task model shares (keras-hub's `Task`: the preprocessor is
+applied by `fit`, `evaluate` and `predict`), plus the official fine-tuning recipe."""
+
+import math
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.config import preset_of_size
+from electra_tf.errors import ConfigError
+from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.training import optimization
+
+# Keras's default batch size, which `fit` uses when given arrays without one.
+KERAS_BATCH_SIZE = 32
+
+
+class ElectraTask(keras_hub.models.Task):
+    """An encoder, a task head and (optionally) the preprocessor that feeds them.
+
+    With a preprocessor, `fit`, `evaluate` and `predict` take raw strings (keras-hub's
+    pattern); `preprocessor=None` takes packed `input_word_ids`, `input_mask`,
+    `input_type_ids`. Calling the model itself always takes packed inputs.
+
+    `compile()` with no optimizer (what a new model is compiled with) makes each `fit`
+    train with the official ELECTRA fine-tuning recipe over the steps that `fit` runs
+    (`official_optimizer`); `compile(optimizer=...)` trains with yours. `loss` and
+    `metrics` default to the task's own.
+
+    Subclasses set `self.encoder` and their head before calling `super().__init__`.
+    """
+
+    @property
+    def backbone(self):
+        return self.encoder
+
+    @property
+    def _backbone(self):  # where keras-hub's Task reads it
+        return self.encoder
+
+    @backbone.setter
+    def backbone(self, value):
+        if value is not None:
+            raise AttributeError("ElectraTask's backbone is its `encoder`.")
+
+    def task_loss(self):
+        raise NotImplementedError
+
+    def task_metrics(self) -> list:
+        raise NotImplementedError
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        self.uses_official_recipe = optimizer == "auto"
+        loss = self.task_loss() if loss == "auto" else loss
+        metrics = self.task_metrics() if metrics == "auto" else metrics
+        # Kept for `compile_official_recipe`, outside Keras's tracking of layer state.
+        object.__setattr__(self, "_compile_arguments",
+                           {"loss": loss, "metrics": metrics, **kwargs})
+        # A placeholder until `fit` knows its step count (the schedule spans them).
+        optimizer = keras.optimizers.Adam() if self.uses_official_recipe else optimizer
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, steps_per_epoch=None,
+            shuffle=True, sample_weight=None, **kwargs):
+        """Keras's `fit`; arrays (of strings too) are shuffled every epoch, as Keras does
+        (keras-hub's pipeline would feed them in order)."""
+        if getattr(self, "uses_official_recipe", False):
+            steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
+            self.compile_official_recipe(steps)
+        if shuffle and x is not None and not isinstance(x, tf.data.Dataset) and not (
+                kwargs.get("validation_split")):
+            examples = keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+            x = tf.data.Dataset.from_tensor_slices(examples)
+            x = x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True).batch(
+                batch_size or KERAS_BATCH_SIZE)
+            y = sample_weight = batch_size = None
+            shuffle = False  # done
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                           steps_per_epoch=steps_per_epoch, shuffle=shuffle,
+                           sample_weight=sample_weight, **kwargs)
+
+    def compile_official_recipe(self, total_steps: int, **recipe) -> None:
+        """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
+        metrics of the last `compile`; a later `fit` keeps this optimizer."""
+        self.build_weights()
+        arguments = getattr(self, "_compile_arguments", {})
+        super().compile(optimizer=self.official_optimizer(total_steps, **recipe),
+                        **{"loss": self.task_loss(), "metrics": self.task_metrics(),
+                           **arguments})
+        self.uses_official_recipe = False
+
+    def official_optimizer(self, total_steps: int, learning_rate=None, layerwise_decay=None,
+                           **recipe):
+        """The official fine-tuning optimizer (`optimization.create_finetuning_optimizer`)
+        for `total_steps`; the learning rate defaults to the paper's for the encoder's
+        size (3e-4 Small, 1e-4 Base, 5e-5 Large), the layer-wise decay to 0.8 (0.9 for
+        24 layers)."""
+        self.build_weights()
+        encoder = self.encoder
+        size = preset_of_size(encoder.embeddings.embedding_size, encoder.hidden_size,
+                              encoder.num_layers, encoder.num_heads,
+                              encoder.intermediate_size)
+        return optimization.create_finetuning_optimizer(
+            self, encoder, total_steps,
+            learning_rate or optimization.finetuning_learning_rate(size),
+            layerwise_decay or optimization.finetuning_layerwise_decay(encoder.num_layers),
+            **recipe)
+
+    def build_weights(self) -> None:
+        """Creates every weight (one forward pass on a dummy packed batch)."""
+        if any(not layer.built for layer in self._flatten_layers(include_self=False)):
+            self(self.example_inputs(np.zeros((1, 8), np.int32)))
+
+    def build(self, input_shape=None):
+        # keras-hub's Task.build only marks the model built; `load_model` needs every
+        # weight created before it restores them.
+        self.call(self.example_inputs(np.zeros((1, 8), np.int32)))
+        self.built = True
+
+    def example_inputs(self, ids) -> dict:
+        """Packed inputs of all-`ids` tokens, for building the model."""
+        return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                "input_type_ids": np.zeros_like(ids)}
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+                "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("encoder", "preprocessor"):
+            if isinstance(config.get(key), dict):
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+
+def encoder_inputs(inputs: dict) -> dict:
+    """The encoder's three inputs out of a task model's inputs."""
+    return {name: inputs[name] for name in INPUT_NAMES}
+
+
+def _steps_per_epoch(x, batch_size) -> int:
+    """The batches `fit` draws from `x` in one epoch."""
+    if isinstance(x, tf.data.Dataset):
+        batches = int(x.cardinality())
+        if batches < 0:
+            raise ConfigError("fit() on a dataset of unknown or infinite length: pass "
+                              "steps_per_epoch=N, so the official learning-rate schedule "
+                              "can span the run, or compile() your own optimizer first.")
+        return batches
+    first = x
+    while isinstance(first, dict):
+        first = next(iter(first.values()))
+    if isinstance(first, tuple):  # (texts, pairs)
+        first = first[0]
+    return max(1, math.ceil(len(first) / (batch_size or KERAS_BATCH_SIZE)))

@@ -1,0 +1,186 @@
+"""`ElectraTextClassifier`: a text (or a pair of texts) -> class probabilities, or a score."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.errors import ConfigError
+from electra_tf.models import sources
+from electra_tf.models.metrics import PearsonCorrelation
+from electra_tf.models.task import ElectraTask, encoder_inputs
+
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraTextClassifier(ElectraTask):
+    """Classification (`num_classes` >= 2) or regression (`num_classes=1`) from the
+    `[CLS]` vector, as the official fine-tuning code does it: dropout, then one dense
+    layer.
+
+    Called on packed inputs it returns logits [batch, num_classes] (regression: scores
+    [batch], trained on labels scaled into `label_range` as below). `predict` returns
+    probabilities (regression: scores in the labels' own range).
+
+        clf = ElectraTextClassifier.from_pretrained("electra-small", num_classes=2)
+        clf.fit(texts, labels, epochs=3, batch_size=32)   # or ((texts, pairs), labels)
+        clf.predict(["a delightful film"])                # [1, 2] probabilities
+
+    Args:
+        encoder: the discriminator `ElectraEncoder`.
+        num_classes: the classes, or 1 for regression.
+        preprocessor: an `ElectraPreprocessor`, or None for packed inputs.
+        dropout: before the head (the official recipe: the encoder's, 0.1).
+        label_names: the classes' names (served with the predictions).
+        label_range: regression labels (low, high) trained as `(label - low) / high`, as
+            the official code does for STS-B's 0..5; predictions are scaled back.
+        text_pairs: the model reads pairs (`fit` on pairs sets it); exports then take a
+            `text_pair` too.
+    """
+
+    def __init__(self, encoder, num_classes, preprocessor=None, dropout=0.1,
+                 initializer_range=0.02, label_names=None, label_range=None,
+                 text_pairs=False, **kwargs):
+        if num_classes < 1:
+            raise ConfigError(f"num_classes={num_classes}: give 2 or more classes, or 1 for "
+                              "regression.")
+        if label_names is not None and len(label_names) != num_classes:
+            raise ConfigError(f"{len(label_names)} label_names for num_classes="
+                              f"{num_classes}.")
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.num_classes = num_classes
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
+        self.label_names = None if label_names is None else [str(n) for n in label_names]
+        self.label_range = None if label_range is None else tuple(label_range)
+        self.text_pairs = text_pairs
+        self.dropout = keras.layers.Dropout(dropout)
+        # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
+        self.head = keras.layers.Dense(
+            num_classes, name="task_head", dtype="float32",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+        super().__init__(**kwargs)
+
+    @property
+    def regression(self) -> bool:
+        return self.num_classes == 1
+
+    def call(self, inputs, training=None):
+        cls = self.encoder(encoder_inputs(inputs), training=training)["pooled_output"]
+        logits = self.head(self.dropout(cls, training=training))
+        return keras.ops.squeeze(logits, -1) if self.regression else logits
+
+    def predictions(self, outputs):
+        """Outputs of `call` -> probabilities, or scores in the labels' range."""
+        if not self.regression:
+            return keras.ops.softmax(outputs)
+        low, high = self.label_range or (0.0, 1.0)
+        return outputs * high + low
+
+    def predict_step(self, data):
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        return self.predictions(self(x, training=False))
+
+    def task_loss(self):
+        # Summed over the batch, as the official recipe (clipping then sees the sum).
+        if self.regression:
+            return keras.losses.MeanSquaredError(reduction="sum")
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+
+    def task_metrics(self):
+        if self.regression:
+            return [PearsonCorrelation()]
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+        """Keras's `fit`; class labels may be names (of `label_names`) as well as ids."""
+        if isinstance(x, tuple) and len(x) == 2 and self.preprocessor is not None:
+            self.text_pairs = True
+        if isinstance(validation_data, tuple) and len(validation_data) >= 2:
+            validation_data = (validation_data[0], self.label_ids(validation_data[1]),
+                               *validation_data[2:])
+        return super().fit(x, self.label_ids(y), *args, validation_data=validation_data,
+                           **kwargs)
+
+    def label_ids(self, labels):
+        """Class names (of `label_names`) -> ids; anything else as it is."""
+        if self.regression or not self.label_names or labels is None or isinstance(
+                labels, (tf.data.Dataset, tf.Tensor)) or len(labels) == 0:
+            return labels
+        if not isinstance(labels[0], str):
+            return labels
+        index = {name: i for i, name in enumerate(self.label_names)}
+        unknown = sorted({label for label in labels if label not in index})
+        if unknown:
+            raise ConfigError(f"Labels {unknown[:5]} are not among label_names "
+                              f"{self.label_names}.")
+        return np.asarray([index[label] for label in labels], np.int32)
+
+    # ------------------------------------------------------------------ serving
+    def serving_signatures(self) -> dict:
+        """{"serving_default": tf.function}: `text` [N] (and `text_pair` [N] for a model
+        trained on pairs; an empty one packs `[CLS] text [SEP] [SEP]`) in; out
+        `probabilities` [N, classes], `label_id` [N] and `label` [N] (the class name),
+        or for regression `score` [N]. Every tensor dense, as TF Serving needs."""
+        if self.preprocessor is None:
+            raise ConfigError("This model has no preprocessor, so it cannot take raw "
+                              "strings: give it one (ElectraPreprocessor) to export it.")
+        names = tf.constant(self.label_names or [str(i) for i in range(self.num_classes)])
+
+        def serve(segments):
+            outputs = self.predictions(self(self.preprocessor(tuple(segments)),
+                                            training=False))
+            if self.regression:
+                return {"score": outputs}
+            label_id = tf.argmax(outputs, -1, output_type=tf.int32)
+            return {"probabilities": outputs, "label_id": label_id,
+                    "label": tf.gather(names, label_id)}
+
+        if self.text_pairs:
+            function = tf.function(lambda text, text_pair: serve([text, text_pair]),
+                                   input_signature=[TEXT, TEXT_PAIR])
+        else:
+            function = tf.function(lambda text: serve([text]), input_signature=[TEXT])
+        return {"serving_default": function}
+
+    def export_serving(self, output: str, model_name=None, versions: int = 0) -> dict:
+        """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
+        model base directory `output` (the next version) or into the version directory
+        `output/<n>`; as `electra-export-classifier` does."""
+        from electra_tf.export.serving import write_serving_version
+
+        return write_serving_version(self, self.serving_signatures(),
+                                     self.preprocessor.tokenizer, output, model_name, versions)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, num_classes=None, sequence_length=128,
+                        dropout=0.1, label_names=None, label_range=None,
+                        **kwargs) -> "ElectraTextClassifier":
+        """A classifier over a pretrained encoder (any source `electra_tf.resolve`
+        takes: catalog name, `hf:ORG/REPO`, URL, local HF / official / keras-hub /
+        electra_tf run directory), with its preprocessor; or, given a fine-tuned run
+        directory (`electra-finetune --model_dir`), that run's model, ready to predict.
+
+        `num_classes` defaults to the number of `label_names`."""
+        source = sources.open_model(name_or_path)
+        if source.finetuned is not None:
+            return source.finetuned_model(cls)
+        if num_classes is None:
+            if label_names is None:
+                raise ConfigError("Give num_classes (1 for regression) or label_names.")
+            num_classes = len(label_names)
+        return cls(source.encoder(), num_classes,
+                   preprocessor=source.preprocessor(sequence_length), dropout=dropout,
+                   initializer_range=source.config.initializer_range,
+                   label_names=label_names, label_range=label_range, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout_rate,
+                       "initializer_range": self.initializer_range,
+                       "label_names": self.label_names, "label_range": self.label_range,
+                       "text_pairs": self.text_pairs})
+        return config

@@ -1,0 +1,52 @@
+"""`ElectraTokenizer`: the in-graph WordPiece tokenizer of a model's vocab and casing."""
+
+import keras
+import keras_hub
+
+from electra_tf.text import vocab as vocab_lib
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
+    """keras-hub's WordPiece tokenizer (tf-text ops, BERT pre-tokenization) with ELECTRA's
+    vocab rules: the special tokens must be there and `[PAD]` is id 0.
+
+    Strings [batch] in, int32 ids ragged [batch, (pieces)] out (dense with
+    `sequence_length`); the same ops run in `tf.data`, eagerly and inside SavedModels.
+    The vocab is saved as an asset of `.keras` files.
+
+    Args:
+        vocabulary: a vocab file or a list of tokens.
+        lowercase: lower-case the text (uncased models).
+        strip_accents: NFD-normalize and drop combining marks; None follows `lowercase`
+            (BERT's uncased behaviour; keep it off for Korean, whose syllables it would
+            decompose into jamo).
+    """
+
+    def __init__(self, vocabulary=None, lowercase=True, strip_accents=None, **kwargs):
+        kwargs.setdefault("oov_token", "[UNK]")
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(vocabulary=vocabulary, lowercase=lowercase,
+                         strip_accents=lowercase if strip_accents is None else strip_accents,
+                         **kwargs)
+
+    def set_vocabulary(self, vocabulary):
+        if isinstance(vocabulary, str):
+            vocabulary = vocab_lib.load_vocab(vocabulary)
+        elif vocabulary is not None:
+            vocabulary = vocab_lib.checked(list(vocabulary), "the vocabulary given")
+        super().set_vocabulary(vocabulary)
+
+    @property
+    def special_ids(self) -> dict:
+        """{"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id",
+        "mask_token_id"} of the vocab."""
+        return vocab_lib.special_token_ids(self.vocabulary)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> "ElectraTokenizer":
+        """The tokenizer of a model: a catalog name, `hf:ORG/REPO`, an archive URL, or a
+        local Hugging Face, official, keras-hub or electra_tf directory."""
+        from electra_tf.models import sources
+
+        return sources.open_model(name_or_path).tokenizer(cls, **kwargs)

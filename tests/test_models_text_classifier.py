@@ -1,0 +1,147 @@
+"""`ElectraTextClassifier` from Python: raw strings into `fit` and `predict`, the official
+recipe when nothing is compiled, `.keras` round trips in a fresh process, and TF Serving
+exports that answer as `predict` does."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import electra_tf
+from conftest import DEMO, run_command
+from electra_tf.training.optimization import AdamWeightDecay
+
+TEXTS_PY = """
+import json, sys
+import numpy as np
+import keras
+import electra_tf.models  # registers the Keras classes
+model = keras.saving.load_model(sys.argv[1])
+texts = json.loads(sys.argv[2])
+inputs = (texts[0], texts[1]) if isinstance(texts[0], list) else texts
+np.save(sys.argv[3], model.predict(inputs, verbose=0))
+"""
+
+
+def _sentiment(n):
+    rows = [json.loads(line) for line in open(DEMO / "sentiment" / "train.jsonl",
+                                               encoding="utf-8")][:n]
+    return [r["text"] for r in rows], [["neg", "pos"][int(r["label"])] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def fitted(pretrained_dir):
+    texts, labels = _sentiment(48)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=32)
+    history = clf.fit(texts, labels, batch_size=16, epochs=1, verbose=0)
+    return clf, texts, history
+
+
+def test_fit_without_compile_trains_with_the_official_recipe(fitted):
+    clf, texts, history = fitted
+    optimizer = clf.optimizer
+    assert isinstance(optimizer, AdamWeightDecay) and not optimizer.bias_correction
+    schedule = optimizer._learning_rate  # the schedule object (`learning_rate`: its value)
+    # 48 texts in batches of 16, one epoch: the schedule spans the 3 steps fit ran.
+    assert schedule.total_steps == 3 and int(optimizer.iterations) == 3
+    assert schedule.peak_learning_rate == 3e-4  # the tiny preset's size: Small's rate
+    assert optimizer.clip_norm == 1.0 and optimizer.weight_decay_rate == 0.01
+    assert set(history.history) == {"loss", "accuracy"}
+    probabilities = clf.predict(texts[:5], verbose=0)
+    assert probabilities.shape == (5, 2)
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_one_step_moves_each_depth_by_its_layerwise_rate(pretrained_dir):
+    """The wiring, not the multiplier function alone: Adam without bias correction moves
+    an undecayed weight by lr x multiplier x ~3.16 on the first step, whatever its
+    gradient, so the step sizes of the head, the top layer and the embeddings' LayerNorm
+    stand as 1 : 0.8 : 0.8^3 (2 layers)."""
+    texts, labels = _sentiment(16)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=16, dropout=0.0)
+    clf.build_weights()
+    by_path = {v.path: v for v in clf.trainable_variables}
+    # Undecayed weights with large gradients (Adam's epsilon does not matter).
+    watched = {"head": clf.head.bias,
+               "top": by_path["discriminator/layer_1/feedforward_layer_norm/beta"],
+               "embeddings": by_path["discriminator/embeddings/layer_norm/beta"]}
+    before = {k: v.numpy() for k, v in watched.items()}
+    clf.fit(texts, labels, batch_size=16, epochs=1, verbose=0)  # one step, no warmup
+    moved = {k: np.abs(v.numpy() - before[k]).max() for k, v in watched.items()}
+    assert moved["top"] / moved["head"] == pytest.approx(0.8, rel=0.02)
+    assert moved["embeddings"] / moved["head"] == pytest.approx(0.8 ** 3, rel=0.02)
+
+
+def test_keras_round_trip_in_a_fresh_process(fitted, tmp_path):
+    clf, texts, _ = fitted
+    path = tmp_path / "sentiment.keras"
+    clf.save(path)
+    expected = clf.predict(texts[:6], verbose=0)
+    run_command("python", "-c", TEXTS_PY, path, json.dumps(texts[:6]), tmp_path / "out.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-6)
+
+
+def test_regression_and_pairs_round_trip(pretrained_dir, tmp_path):
+    texts, _ = _sentiment(16)
+    pairs = texts[::-1]
+    scores = np.linspace(0.0, 5.0, 16).astype("float32")
+    reg = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, num_classes=1, sequence_length=24, label_range=(0.0, 5.0))
+    history = reg.fit((texts, pairs), scores, batch_size=8, epochs=1, verbose=0)
+    assert "pearson" in history.history and reg.text_pairs
+    predicted = reg.predict((texts[:4], pairs[:4]), verbose=0)
+    assert predicted.shape == (4,)
+    reg.save(tmp_path / "reg.keras")
+    run_command("python", "-c", TEXTS_PY, tmp_path / "reg.keras",
+                json.dumps([texts[:4], pairs[:4]]), tmp_path / "out.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), predicted, atol=1e-6)
+
+
+def test_export_serving_answers_raw_strings_as_predict_does(fitted, tmp_path):
+    clf, texts, _ = fitted
+    result = clf.export_serving(str(tmp_path / "sentiment"))
+    assert result["version"] == 1
+    expected = clf.predict(texts[:4], verbose=0)
+    code = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the tokenizer's ops)
+tf.compat.v1.disable_eager_execution()
+with tf.compat.v1.Session(graph=tf.Graph()) as session:
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[1])
+    signature = meta.signature_def["serving_default"]
+    fetch = {k: v.name for k, v in signature.outputs.items()}
+    out = session.run(fetch, {signature.inputs["text"].name: json.loads(sys.argv[2])})
+np.save(sys.argv[3], out["probabilities"])
+print(json.dumps([x.decode() for x in out["label"]]))
+"""
+    labels = json.loads(run_command("python", "-c", code, result["path"],
+                                    json.dumps(texts[:4]),
+                                    tmp_path / "out.npy").stdout.splitlines()[-1])
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5)
+    assert labels == [["neg", "pos"][i] for i in expected.argmax(-1)]
+
+
+def test_a_fine_tuned_run_loads_ready_to_predict(finetuned):
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(str(finetuned / "cls"))
+    assert clf.label_names == ["neg", "pos"] and clf.text_pairs
+    probabilities = clf.predict((["a fine film"], ["it was"]), verbose=0)
+    assert probabilities.shape == (1, 2)
+    with pytest.raises(electra_tf.errors.ConfigError, match="TokenClassifier"):
+        electra_tf.ElectraTextClassifier.from_pretrained(str(finetuned / "ner"))
+
+
+def test_user_compiled_optimizer_is_kept(pretrained_dir):
+    import keras
+
+    texts, labels = _sentiment(8)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=16)
+    clf.compile(optimizer=keras.optimizers.SGD(0.01))
+    clf.fit(texts, labels, batch_size=8, verbose=0)
+    assert isinstance(clf.optimizer, keras.optimizers.SGD)
+    assert isinstance(clf.predict(tf.constant(texts[:2]), verbose=0), np.ndarray)
