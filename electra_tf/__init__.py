@@ -21,8 +21,6 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    if name == "errors":
-        return importlib.import_module("electra_tf.errors")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'electra_tf' has no attribute {name!r}")

@@ -8,9 +8,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, run_command
-from electra_tf import run_dir
 from electra_tf.errors import ConfigError
 from electra_tf.export import classifier as export_lib
+from electra_tf.models import serving
+from electra_tf.models.finetuned import load_finetuned
 from electra_tf.finetuning import features
 from electra_tf.finetuning.kinds.tagging import to_iob2
 from saved_models import session_predict, signature_defs, tensor_specs
@@ -47,7 +48,7 @@ def restore(model_dir):
     """The fine-tuned Keras model and the training-side (eager, numpy) feature encoder."""
     from electra_tf.text.tokenizer import make_tokenizer
 
-    restored = run_dir.load_finetuned(model_dir)
+    restored = load_finetuned(model_dir)
     tokenizer = make_tokenizer(restored.vocab_path, restored.encoder_config.lower_case,
                                restored.encoder_config.strip_accents)
     return restored, features.Encoder(tokenizer, restored.special_ids,
@@ -91,10 +92,10 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
     saved = sum(int(np.prod(shape)) for name, shape in
                 tf.train.list_variables(str(path / "variables" / "variables"))
                 if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
-    model = run_dir.load_finetuned(str(finetuned / "cls")).model
+    model = load_finetuned(str(finetuned / "cls")).model
     assert saved == sum(int(np.prod(v.shape)) for v in model.variables)
 
-    records = list(tf.data.TFRecordDataset(str(path / export_lib.WARMUP_FILE)))
+    records = list(tf.data.TFRecordDataset(str(path / serving.WARMUP_FILE)))
     batch_sizes = []
     for record in records:
         log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
@@ -103,7 +104,7 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
         assert request.model_spec.signature_name == "serving_default"
         assert set(request.inputs) == {"text", "text_pair"}
         batch_sizes.append(tf.make_ndarray(request.inputs["text"]).shape[0])
-    assert tuple(batch_sizes) == export_lib.WARMUP_BATCH_SIZES
+    assert tuple(batch_sizes) == serving.WARMUP_BATCH_SIZES
 
 
 def test_regression_and_tagging_signatures(finetuned, exported):
@@ -173,7 +174,7 @@ def test_serving_configs_parse_with_the_serving_protos():
     batching = text_format.Parse((SERVING_DIR / "batching.config").read_text(),
                                  batching_parameters_class()())
     # TF Serving requires the last allowed size to equal max_batch_size.
-    assert tuple(batching.allowed_batch_sizes) == export_lib.WARMUP_BATCH_SIZES
+    assert tuple(batching.allowed_batch_sizes) == serving.WARMUP_BATCH_SIZES
     assert batching.max_batch_size.value == batching.allowed_batch_sizes[-1]
 
 

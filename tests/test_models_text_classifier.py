@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import electra_tf
 from conftest import DEMO, run_command
+from electra_tf.errors import ConfigError
 from electra_tf.training.optimization import AdamWeightDecay
 
 TEXTS_PY = """
@@ -131,7 +132,7 @@ def test_a_fine_tuned_run_loads_ready_to_predict(finetuned):
     assert clf.label_names == ["neg", "pos"] and clf.text_pairs
     probabilities = clf.predict((["a fine film"], ["it was"]), verbose=0)
     assert probabilities.shape == (1, 2)
-    with pytest.raises(electra_tf.errors.ConfigError, match="TokenClassifier"):
+    with pytest.raises(ConfigError, match="TokenClassifier"):
         electra_tf.ElectraTextClassifier.from_pretrained(str(finetuned / "ner"))
 
 

@@ -12,7 +12,7 @@ from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning.config import FinetuneConfig
-from electra_tf.layers.task_models import SequenceClassifier
+from electra_tf.models import ElectraTextClassifier
 from electra_tf.runs.finetune import finetune
 from electra_tf.training import runtime
 
@@ -33,9 +33,11 @@ def test_classification_writes_results_predictions_and_best_checkpoints(finetune
     task = json.load(open(out / "task.json"))
     assert task == {"task": "text_classification", "kind": "classification",
                     "text_pairs": True, "model": {
-                        "class_name": "SequenceClassifier",
-                        "head_config": {"head_outputs": 2, "dropout": 0.1,
-                                        "initializer_range": 0.02}}}
+                        "class_name": "ElectraTextClassifier",
+                        "head_config": {"num_classes": 2, "dropout": 0.1,
+                                        "initializer_range": 0.02,
+                                        "label_names": ["neg", "pos"],
+                                        "text_pairs": True}}}
     # The official choice: each trial reports (and keeps) the model after its last epoch.
     assert results["selection"] == "last_epoch"
     predictions = read_jsonl(out / "predictions.jsonl")
@@ -143,7 +145,7 @@ def test_bf16_fine_tuning_keeps_float32_outputs(pretrained_dir, tmp_path):
     config = ElectraConfig.load(os.path.join(pretrained_dir, "config.json"))
     with runtime.precision("bf16"):
         encoder = run_dir.load_encoder(None, config, 0.1)
-        model = SequenceClassifier(encoder, 2)
+        model = ElectraTextClassifier(encoder, 2)
     ids = np.full((2, 8), 5, np.int32)
     logits = model({"input_word_ids": ids, "input_mask": np.ones_like(ids),
                     "input_type_ids": np.zeros_like(ids)})

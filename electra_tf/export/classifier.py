@@ -1,7 +1,7 @@
 """A fine-tuning run -> one version of a TF Serving model: `<base>/<version>/` (see
 `serving` for the layout, the task's kind for the signatures)."""
 
-from electra_tf.export.serving import write_serving_version
+from electra_tf.models.serving import write_serving_version
 from electra_tf.finetuning import kinds
 from electra_tf.models.finetuned import load_finetuned
 from electra_tf.text.tokenizer import make_tokenizer

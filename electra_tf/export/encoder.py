@@ -19,16 +19,13 @@ import tensorflow as tf
 
 from electra_tf import files, run_dir
 from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.models.serving import Reusable
 from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import make_tokenizer
 
 
 def _encoder_inputs_spec():
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
-
-
-class Reusable(tf.__internal__.tracking.AutoTrackable):
-    """An object whose attributes (variables, functions, assets) are saved as they are."""
 
 
 def build_encoder_module(encoder, vocab_path: str):

@@ -1,7 +1,8 @@
-"""Task models: the discriminator encoder plus a task head (the generator is not needed).
+"""Tagging and QA task models: the discriminator encoder plus a task head (the text
+classifier is `models.ElectraTextClassifier`).
 
 Each model records its head's settings (`head_config`), so a fine-tuned run directory can
-rebuild it around an encoder (`build_task_model`) and restore its checkpoint.
+rebuild it around an encoder (`models.finetuned.build_task_model`) and restore it.
 """
 
 import keras
@@ -29,19 +30,6 @@ class _TaskModel(keras.Model):
         """The constructor arguments besides the encoder."""
         return {"head_outputs": self.head_outputs, "dropout": self.dropout_rate,
                 "initializer_range": self.initializer_range}
-
-
-class SequenceClassifier(_TaskModel):
-    """Classification (`head_outputs` logits) or regression (`head_outputs=1`, a score).
-
-    Inputs: TF Hub-style dict of int32 [batch, seq]. Outputs: [batch, head_outputs] logits,
-    or [batch] scores for regression. The head reads the `[CLS]` vector after dropout.
-    """
-
-    def call(self, inputs, training=None):
-        cls = self.encoder(inputs, training=training)["pooled_output"]
-        logits = self.head(self.dropout(cls, training=training))
-        return keras.ops.squeeze(logits, -1) if self.head_outputs == 1 else logits
 
 
 class TokenClassifier(_TaskModel):
@@ -145,12 +133,3 @@ class SpanQuestionAnswerer(keras.Model):
         token's vector at every position (`start`, the same shape)."""
         joined = keras.ops.concatenate([start, sequence], -1)
         return keras.ops.squeeze(self.end_head(self.end_hidden(joined)), -1)
-
-
-TASK_MODELS = {cls.__name__: cls for cls in (SequenceClassifier, TokenClassifier,
-                                             SpanQuestionAnswerer)}
-
-
-def build_task_model(class_name: str, encoder: ElectraEncoder, head_config: dict):
-    """The task model `class_name` (a key of TASK_MODELS) around `encoder`."""
-    return TASK_MODELS[class_name](encoder, **head_config)

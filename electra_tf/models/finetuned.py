@@ -3,19 +3,29 @@
 import dataclasses
 from typing import Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
+from electra_tf.errors import ConfigError
 from electra_tf.layers.task_models import SpanQuestionAnswerer, TokenClassifier
 from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.text_classifier import ElectraTextClassifier
+from electra_tf.models.task import ElectraTask
 from electra_tf.models.tokenizer import ElectraTokenizer
 
-# The task models a fine-tuning run records by class name in its task.json.
-TASK_MODELS = {cls.__name__: cls for cls in (ElectraTextClassifier, TokenClassifier,
-                                             SpanQuestionAnswerer)}
+# The tagging and QA task models; the others (`ElectraTask`s) a fine-tuning run names in
+# its task.json are found among the classes registered with Keras.
+LAYER_TASK_MODELS = {cls.__name__: cls for cls in (TokenClassifier, SpanQuestionAnswerer)}
+
+
+def task_model_class(class_name: str):
+    cls = LAYER_TASK_MODELS.get(class_name) or keras.saving.get_registered_object(
+        f"electra_tf>{class_name}")
+    if cls is None:
+        raise ConfigError(f"Unknown task model {class_name!r} in {run_dir.TASK_FILE}.")
+    return cls
 
 
 @dataclasses.dataclass
@@ -40,10 +50,10 @@ class Finetuned:
 
 
 def build_task_model(class_name: str, encoder, head_config: dict, preprocessor=None):
-    """The task model `class_name` (a key of TASK_MODELS) around `encoder`; a text
-    classifier also gets `preprocessor`."""
-    cls = TASK_MODELS[class_name]
-    if cls is ElectraTextClassifier:
+    """The task model `class_name` around `encoder`; an `ElectraTask` also gets
+    `preprocessor`."""
+    cls = task_model_class(class_name)
+    if issubclass(cls, ElectraTask):
         return cls(encoder, preprocessor=preprocessor, **head_config)
     return cls(encoder, **head_config)
 
@@ -71,3 +81,13 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
                      run_dir.read_finetuned_json(directory, run_dir.LABELS_FILE),
                      task_info["text_pairs"], task_info, settings, encoder_config,
                      vocab_path, tokenizer.special_ids, checkpoint)
+
+
+def load_task_model(directory: str, cls):
+    """The kept model of a fine-tuning run (best trial), which must be a `cls`."""
+    model = load_finetuned(directory).model
+    if not isinstance(model, cls):
+        raise ConfigError(f"{directory!r} holds a fine-tuned {type(model).__name__}, not a "
+                          f"{cls.__name__}: load it with {type(model).__name__}."
+                          "from_pretrained.")
+    return model

@@ -4,7 +4,8 @@ import keras
 import keras_hub
 import tensorflow as tf
 
-from electra_tf.errors import check_choice
+from electra_tf.errors import ConfigError, check_choice
+from electra_tf.models.sources import open_model
 from electra_tf.models.tokenizer import ElectraTokenizer
 from electra_tf.text.packing import TRUNCATIONS, pack_segments
 
@@ -43,11 +44,18 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
-        inputs = pack_segments([self.tokenizer(s) for s in segments], self.sequence_length,
+        inputs = pack_segments([self._tokenize(s) for s in segments], self.sequence_length,
                                self.tokenizer.special_ids, self.truncation)
         if single:
             inputs = {k: v[0] for k, v in inputs.items()}
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def _tokenize(self, texts):
+        ids = self.tokenizer(texts)
+        if isinstance(ids, tf.RaggedTensor):
+            return ids
+        # keras-hub hands eager callers Python lists.
+        return tf.ragged.constant([list(row) for row in ids], tf.int32, ragged_rank=1)
 
     def get_config(self):
         config = super().get_config()
@@ -60,5 +68,14 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
                         **kwargs) -> "ElectraPreprocessor":
         """The preprocessor of a model (any source `ElectraTokenizer.from_pretrained`
         takes) packing to `sequence_length`."""
-        return cls(ElectraTokenizer.from_pretrained(name_or_path),
-                   sequence_length=sequence_length, **kwargs)
+        return cls.of_model(open_model(name_or_path), sequence_length, **kwargs)
+
+    @classmethod
+    def of_model(cls, source, sequence_length: int, **kwargs) -> "ElectraPreprocessor":
+        """The preprocessor of an opened model (`sources.ModelSource`)."""
+        positions = source.config.max_position_embeddings
+        if sequence_length > positions:
+            raise ConfigError(f"sequence_length={sequence_length} exceeds the encoder's "
+                              f"{positions} positions.")
+        return cls(ElectraTokenizer.of_model(source), sequence_length=sequence_length,
+                   **kwargs)

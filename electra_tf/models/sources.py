@@ -21,20 +21,6 @@ class ModelSource:
     pretrained: Optional[run_dir.Pretrained] = None
     finetuned: Optional[str] = None
 
-    def tokenizer(self, cls=None, **kwargs):
-        from electra_tf.models.tokenizer import ElectraTokenizer
-
-        return (cls or ElectraTokenizer)(self.vocab_path, lowercase=self.config.lower_case,
-                                         strip_accents=self.config.strip_accents, **kwargs)
-
-    def preprocessor(self, sequence_length: int):
-        from electra_tf.models.preprocessor import ElectraPreprocessor
-
-        if sequence_length > self.config.max_position_embeddings:
-            raise ConfigError(f"sequence_length={sequence_length} exceeds the encoder's "
-                              f"{self.config.max_position_embeddings} positions.")
-        return ElectraPreprocessor(self.tokenizer(), sequence_length)
-
     def encoder(self, dropout: Optional[float] = None):
         """The discriminator encoder, restored; `dropout` defaults to the model's."""
         if self.pretrained is None:
@@ -42,17 +28,6 @@ class ModelSource:
                               "class it was trained as (e.g. ElectraTextClassifier).")
         dropout = self.config.dropout if dropout is None else dropout
         return run_dir.load_encoder(self.pretrained, self.config, dropout)
-
-    def finetuned_model(self, cls):
-        """The fine-tuned run's task model (best trial), which must be a `cls`."""
-        from electra_tf.models.finetuned import load_finetuned
-
-        model = load_finetuned(self.finetuned).model
-        if not isinstance(model, cls):
-            raise ConfigError(f"{self.spec!r} holds a fine-tuned {type(model).__name__}, "
-                              f"not a {cls.__name__}: load it with "
-                              f"{type(model).__name__}.from_pretrained.")
-        return model
 
 
 def open_model(spec: str) -> ModelSource:

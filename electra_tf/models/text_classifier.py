@@ -5,7 +5,9 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.errors import ConfigError
-from electra_tf.models import sources
+from electra_tf.models.finetuned import load_task_model
+from electra_tf.models.preprocessor import ElectraPreprocessor
+from electra_tf.models.sources import open_model
 from electra_tf.models.metrics import PearsonCorrelation
 from electra_tf.models.task import ElectraTask, encoder_inputs
 
@@ -130,8 +132,9 @@ class ElectraTextClassifier(ElectraTask):
         names = tf.constant(self.label_names or [str(i) for i in range(self.num_classes)])
 
         def serve(segments):
-            outputs = self.predictions(self(self.preprocessor(tuple(segments)),
-                                            training=False))
+            # y=None: keras-hub's preprocessing layers take a lone 2-tuple for (x, y).
+            inputs = self.preprocessor(tuple(segments), y=None)
+            outputs = self.predictions(self(inputs, training=False))
             if self.regression:
                 return {"score": outputs}
             label_id = tf.argmax(outputs, -1, output_type=tf.int32)
@@ -149,7 +152,7 @@ class ElectraTextClassifier(ElectraTask):
         """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
         model base directory `output` (the next version) or into the version directory
         `output/<n>`; as `electra-export-classifier` does."""
-        from electra_tf.export.serving import write_serving_version
+        from electra_tf.models.serving import write_serving_version
 
         return write_serving_version(self, self.serving_signatures(),
                                      self.preprocessor.tokenizer, output, model_name, versions)
@@ -165,15 +168,16 @@ class ElectraTextClassifier(ElectraTask):
         directory (`electra-finetune --model_dir`), that run's model, ready to predict.
 
         `num_classes` defaults to the number of `label_names`."""
-        source = sources.open_model(name_or_path)
+        source = open_model(name_or_path)
         if source.finetuned is not None:
-            return source.finetuned_model(cls)
+            return load_task_model(source.finetuned, cls)
         if num_classes is None:
             if label_names is None:
                 raise ConfigError("Give num_classes (1 for regression) or label_names.")
             num_classes = len(label_names)
         return cls(source.encoder(), num_classes,
-                   preprocessor=source.preprocessor(sequence_length), dropout=dropout,
+                   preprocessor=ElectraPreprocessor.of_model(source, sequence_length),
+                   dropout=dropout,
                    initializer_range=source.config.initializer_range,
                    label_names=label_names, label_range=label_range, **kwargs)
 

@@ -3,6 +3,7 @@
 import keras
 import keras_hub
 
+from electra_tf.models.sources import open_model
 from electra_tf.text import vocab as vocab_lib
 
 
@@ -47,6 +48,10 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
     def from_pretrained(cls, name_or_path: str, **kwargs) -> "ElectraTokenizer":
         """The tokenizer of a model: a catalog name, `hf:ORG/REPO`, an archive URL, or a
         local Hugging Face, official, keras-hub or electra_tf directory."""
-        from electra_tf.models import sources
+        return cls.of_model(open_model(name_or_path), **kwargs)
 
-        return sources.open_model(name_or_path).tokenizer(cls, **kwargs)
+    @classmethod
+    def of_model(cls, source, **kwargs) -> "ElectraTokenizer":
+        """The tokenizer of an opened model (`sources.ModelSource`)."""
+        return cls(source.vocab_path, lowercase=source.config.lower_case,
+                   strip_accents=source.config.strip_accents, **kwargs)
