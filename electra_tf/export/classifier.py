@@ -4,7 +4,6 @@
 from electra_tf.models.serving import write_serving_version
 from electra_tf.finetuning import kinds
 from electra_tf.models.finetuned import load_finetuned
-from electra_tf.text.tokenizer import make_tokenizer
 
 
 def export_classifier(finetuned_dir: str, output: str, trial=None, versions: int = 0,
@@ -13,8 +12,6 @@ def export_classifier(finetuned_dir: str, output: str, trial=None, versions: int
     TF Serving version; see `serving.write_serving_version` for `output`, `versions` and
     what is returned."""
     run = load_finetuned(finetuned_dir, trial)
-    tokenizer = make_tokenizer(run.vocab_path, run.encoder_config.lower_case,
-                               run.encoder_config.strip_accents)
-    signatures = kinds.get(run.kind).serving_signatures(run, tokenizer)
-    return write_serving_version(run.model, signatures, tokenizer, output, model_name,
+    signatures = kinds.get(run.kind).serving_signatures(run, run.tokenizer)
+    return write_serving_version(run.model, signatures, run.tokenizer, output, model_name,
                                  versions)

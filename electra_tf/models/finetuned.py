@@ -41,12 +41,16 @@ class Finetuned:
     settings: dict  # finetune_config.json: the recipe it was trained with
     encoder_config: ElectraConfig
     vocab_path: str
-    special_ids: dict
+    tokenizer: ElectraTokenizer
     checkpoint: str
 
     @property
     def max_seq_length(self) -> int:
         return self.settings["max_seq_length"]
+
+    @property
+    def special_ids(self) -> dict:
+        return self.tokenizer.special_ids
 
 
 def build_task_model(class_name: str, encoder, head_config: dict, preprocessor=None):
@@ -80,7 +84,7 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
     return Finetuned(model, task_info["task"], task_info["kind"],
                      run_dir.read_finetuned_json(directory, run_dir.LABELS_FILE),
                      task_info["text_pairs"], task_info, settings, encoder_config,
-                     vocab_path, tokenizer.special_ids, checkpoint)
+                     vocab_path, tokenizer, checkpoint)
 
 
 def load_task_model(directory: str, cls):

@@ -8,6 +8,7 @@ from electra_tf.errors import ConfigError, check_choice
 from electra_tf.models.sources import open_model
 from electra_tf.models.tokenizer import ElectraTokenizer
 from electra_tf.text.packing import TRUNCATIONS, pack_segments
+from electra_tf.text.tokenizer import tokenize_ragged
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -44,18 +45,12 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
-        inputs = pack_segments([self._tokenize(s) for s in segments], self.sequence_length,
+        inputs = pack_segments([tokenize_ragged(self.tokenizer, s) for s in segments],
+                               self.sequence_length,
                                self.tokenizer.special_ids, self.truncation)
         if single:
             inputs = {k: v[0] for k, v in inputs.items()}
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
-
-    def _tokenize(self, texts):
-        ids = self.tokenizer(texts)
-        if isinstance(ids, tf.RaggedTensor):
-            return ids
-        # keras-hub hands eager callers Python lists.
-        return tf.ragged.constant([list(row) for row in ids], tf.int32, ragged_rank=1)
 
     def get_config(self):
         config = super().get_config()

@@ -110,8 +110,8 @@ class ElectraTask(keras_hub.models.Task):
 
     def build_weights(self) -> None:
         """Creates every weight (one forward pass on a dummy packed batch)."""
-        if any(not layer.built for layer in self._flatten_layers(include_self=False)):
-            self(self.example_inputs(np.zeros((1, 8), np.int32)))
+        if not self.built:
+            self.build()
 
     def build(self, input_shape=None):
         # keras-hub's Task.build only marks the model built; `load_model` needs every

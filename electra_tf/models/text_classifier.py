@@ -9,10 +9,9 @@ from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
 from electra_tf.models.metrics import PearsonCorrelation
+from electra_tf.models.serving import write_serving_version
 from electra_tf.models.task import ElectraTask, encoder_inputs
-
-TEXT = tf.TensorSpec([None], tf.string, name="text")
-TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
+from electra_tf.text.packing import TEXT, TEXT_PAIR
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -152,8 +151,6 @@ class ElectraTextClassifier(ElectraTask):
         """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
         model base directory `output` (the next version) or into the version directory
         `output/<n>`; as `electra-export-classifier` does."""
-        from electra_tf.models.serving import write_serving_version
-
         return write_serving_version(self, self.serving_signatures(),
                                      self.preprocessor.tokenizer, output, model_name, versions)
 

@@ -9,6 +9,10 @@ import tensorflow as tf
 # longer segment (the second on ties), as BERT and the official ELECTRA fine-tuning code
 # do; "round_robin" from each in turn, as TF Hub's BERT preprocessors do.
 TRUNCATIONS = ("longest_first", "round_robin")
+# The raw-string inputs of serving signatures, [N] each: dense, so TF Serving's REST and
+# gRPC APIs can carry them.
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
 
 
 def truncate_longest_first(segments, budget):

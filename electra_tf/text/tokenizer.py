@@ -31,9 +31,11 @@ def make_tokenizer(vocab, lower_case: bool, strip_accents: bool, sequence_length
 
 
 def tokenize_ragged(tokenizer, texts) -> tf.RaggedTensor:
-    """Token ids of each text, int32 ragged [len(texts), (pieces)], however keras-hub
-    returns them for this input (Python lists for some eager inputs)."""
-    ids = tokenizer(tf.constant(list(texts), tf.string))
+    """Token ids of each text (a list, or a string tensor [batch]), int32 ragged
+    [len(texts), (pieces)], however keras-hub returns them for this input (Python lists
+    for some eager inputs)."""
+    ids = tokenizer(texts if isinstance(texts, tf.Tensor) else tf.constant(list(texts),
+                                                                            tf.string))
     if isinstance(ids, tf.RaggedTensor):
         return ids
     return tf.ragged.constant([list(row) for row in ids], dtype=tf.int32, ragged_rank=1)

@@ -7,16 +7,11 @@ no state (one instance serves every task of its kind).
 """
 
 import numpy as np
-import tensorflow as tf
 
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import readers, tfds_data
 from electra_tf.finetuning.features import Encoder
 
-# Serving inputs: every input and output is a dense tensor, so TF Serving's REST and gRPC
-# APIs can carry them (`N` = batch).
-TEXT = tf.TensorSpec([None], tf.string, name="text")
-TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
 # Keras loss reductions of `FinetuneConfig.batch_loss`.
 REDUCTIONS = {"sum": "sum", "mean": "sum_over_batch_size"}
 

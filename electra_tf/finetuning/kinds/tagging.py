@@ -6,9 +6,9 @@ import tensorflow as tf
 
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import features, metrics, readers
-from electra_tf.finetuning.kinds.base import (TEXT, TaskData, TaskKind, check_known_labels,
+from electra_tf.finetuning.kinds.base import (TaskData, TaskKind, check_known_labels,
                                               keras_loss, labelled)
-from electra_tf.text.packing import pack_words
+from electra_tf.text.packing import TEXT, pack_words
 
 WORDS = tf.TensorSpec([None, None], tf.string, name="words")
 SPAN_PREFIXES = ("B-", "I-", "E-", "S-")
