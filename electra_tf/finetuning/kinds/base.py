@@ -20,7 +20,7 @@ class TaskKind:
     """One kind of task (classification, regression, tagging, QA); see the module doc."""
 
     name = ""
-    model_class = ""  # the task model's class name (`models.finetuned.TASK_MODELS`)
+    model_class = ""  # the task model's class name (`models.finetuned.task_model_class`)
     default_max_seq_length = 128
 
     def read_examples(self, task, cfg, source: str, training: bool) -> list:
@@ -76,8 +76,8 @@ class TaskKind:
     def serving_signatures(self, run, tokenizer) -> dict:
         """{signature name: tf.function with an input signature}, "serving_default" first:
         raw strings in, predictions out, for the restored fine-tuned `run`
-        (`run_dir.Finetuned`), through `tokenizer` (strings [N] -> ragged ids) and the
-        in-graph packing of `text.packing`. Texts longer than the training length are
+        (`models.finetuned.Finetuned`), through `tokenizer` (strings [N] -> ragged ids)
+        and the in-graph packing of `text.packing`. Texts longer than the training length are
         truncated, never refused."""
         raise NotImplementedError
 
