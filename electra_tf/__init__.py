@@ -13,7 +13,9 @@ _EXPORTS = {
     "ElectraTokenizer": "electra_tf.models.tokenizer",
     "ElectraPreprocessor": "electra_tf.models.preprocessor",
     "ElectraTextClassifier": "electra_tf.models.text_classifier",
-    "from_pretrained": "electra_tf.convert.resolve",
+    "ElectraTokenClassifier": "electra_tf.models.token_classifier",
+    "ElectraQuestionAnswerer": "electra_tf.models.question_answerer",
+    "from_pretrained": "electra_tf.models.sources",
     "resolve": "electra_tf.convert.resolve",
 }
 __all__ = list(_EXPORTS)

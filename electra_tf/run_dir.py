@@ -254,7 +254,7 @@ def write_finetuning_setup(directory: str, settings: dict, pretrained: Pretraine
     """Writes what a fine-tuning run needs to be restored, before training starts.
 
     `task_info` holds "task", "kind", "text_pairs", "model" ({"class_name",
-    "head_config"} of the task model, see `layers.task_models`) and what the task's kind
+    "head_config"} of the task model, an `electra_tf.models` class) and what the task's kind
     adds for serving.
     """
     os.makedirs(directory, exist_ok=True)

@@ -77,6 +77,21 @@ def run_command(*args, check=True, env=None, timeout=600, **kwargs):
     return result
 
 
+# The SQuAD 2.0 questions of the `finetuned` fixture's `qa` run.
+QA_CONTEXT = ("The president gave a speech to the congress about the economy. " * 3 +
+              "The nation was strong and the people were free.")
+QA_QUESTIONS = [
+    {"id": "a", "question": "Who gave a speech?",
+     "answers": [{"text": "The president", "answer_start": 0}]},
+    {"id": "b", "question": "What was strong?",
+     "answers": [{"text": "The nation", "answer_start": QA_CONTEXT.index("The nation")}]},
+    {"id": "c", "question": "What color was the sky?", "answers": [], "is_impossible": True}]
+
+
+def read_jsonl(path) -> list:
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
 def jsonl(path, rows):
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                     encoding="utf-8")
@@ -141,8 +156,9 @@ def pretrained_dir(tmp_path_factory, shards, vocab_path):
 @pytest.fixture(scope="session")
 def finetuned(tmp_path_factory, pretrained_dir):
     """Fine-tuned runs of the tiny pretrained run: `cls` (sentiment labels as names, every
-    other example a text pair; 2 trials), `reg` (regression) and `ner` (Japanese NER
-    tagging). Returns their parent directory."""
+    other example a text pair; 2 trials), `reg` (regression), `ner` (Japanese NER
+    tagging, on `ner.conll`) and `qa` (SQuAD 2.0, on `qa.json`: QA_QUESTIONS on
+    QA_CONTEXT). Returns their parent directory."""
     from electra_tf.finetuning.config import FinetuneConfig
     from electra_tf.runs.finetune import finetune
 
@@ -167,6 +183,13 @@ def finetuned(tmp_path_factory, pretrained_dir):
         conll = head(DEMO / "japanese_ner" / "train.conll", 24, root / "ner.conll")
         finetune(FinetuneConfig(task="tagging", max_seq_length=24, batch_size=8, epochs=1),
                  pretrained_dir, conll, conll, str(root / "ner"))
+
+        squad = root / "qa.json"
+        squad.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [
+            {"context": QA_CONTEXT, "qas": QA_QUESTIONS}]}]}))
+        finetune(FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12,
+                                batch_size=8, epochs=1),
+                 pretrained_dir, str(squad), str(squad), str(root / "qa"))
 
     return build_once(tmp_path_factory, "finetuned", build)
 

@@ -13,7 +13,7 @@ from electra_tf.export import classifier as export_lib
 from electra_tf.models import serving
 from electra_tf.models.finetuned import load_finetuned
 from electra_tf.finetuning import features
-from electra_tf.finetuning.kinds.tagging import to_iob2
+from electra_tf.finetuning.tags import to_iob2
 from saved_models import session_predict, signature_defs, tensor_specs
 
 # Empty, very long, Korean and emoji texts; pairs given, empty (a single text) and mixed.

@@ -2,7 +2,7 @@ import pytest
 
 from electra_tf.finetuning import readers, tasks
 from electra_tf.finetuning.config import FinetuneConfig
-from electra_tf.finetuning.kinds.tagging import to_bioes, to_iob2
+from electra_tf.finetuning.tags import to_bioes, to_iob2
 from electra_tf.errors import TaskDataError
 from conftest import DEMO
 

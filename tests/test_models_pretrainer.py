@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
-from electra_tf.convert.resolve import from_pretrained
+from electra_tf.models.sources import from_pretrained
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import DEMO, head, run_command
+from conftest import DEMO, head, read_jsonl, run_command
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError, TaskDataError
@@ -15,10 +15,6 @@ from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models import ElectraTextClassifier
 from electra_tf.runs.finetune import finetune
 from electra_tf.training import runtime
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
 def test_classification_writes_results_predictions_and_best_checkpoints(finetuned):
@@ -105,22 +101,9 @@ def test_bad_input_is_refused_in_one_line(pretrained_dir, tmp_path):
                  runtime=runtime.RuntimeOptions(strategy="multi_worker"))
 
 
-def test_squad_v2_end_to_end_writes_official_prediction_files(pretrained_dir, tmp_path):
-    context = ("The president gave a speech to the congress about the economy. " * 3 +
-               "The nation was strong and the people were free.")
-    qas = [{"id": "a", "question": "Who gave a speech?",
-            "answers": [{"text": "The president", "answer_start": 0}]},
-           {"id": "b", "question": "What was strong?",
-            "answers": [{"text": "The nation", "answer_start": context.index("The nation")}]},
-           {"id": "c", "question": "What color was the sky?", "answers": [],
-            "is_impossible": True}]
-    path = tmp_path / "squad.json"
-    path.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [
-        {"context": context, "qas": qas}]}]}))
-    cfg = FinetuneConfig(task="squad_v2", max_seq_length=32, doc_stride=12, batch_size=8,
-                         epochs=1)
-    out = tmp_path / "qa"
-    results = finetune(cfg, pretrained_dir, str(path), str(path), str(out))
+def test_squad_v2_end_to_end_writes_official_prediction_files(finetuned):
+    out = finetuned / "qa"
+    results = json.load(open(out / "eval_results.json"))
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_exact", "best_exact_thresh",
             "best_f1", "best_f1_thresh"} <= set(results["summary"])
     # The official evaluation script's inputs: best non-null answers and null odds.

@@ -15,7 +15,7 @@ from conftest import REFERENCE_MODEL, SMALL_CORPUS, run_app
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.convert import api, weights
-from electra_tf.convert.resolve import from_pretrained
+from electra_tf.models.sources import from_pretrained
 from electra_tf.errors import ConfigError
 from electra_tf.runs import pretrain as run
 

@@ -22,7 +22,8 @@ import pytest
 import convert_fixtures as fx
 from conftest import SMALL_CORPUS, jsonl, run_command
 from electra_tf.convert import api
-from electra_tf.convert.resolve import from_pretrained, resolve
+from electra_tf.convert.resolve import resolve
+from electra_tf.models.sources import from_pretrained
 from electra_tf.errors import ChecksumError, ConfigError, DownloadError
 from electra_tf.zoo import cache, catalog, download
 from electra_tf_cli import presets

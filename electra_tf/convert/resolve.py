@@ -1,8 +1,8 @@
 """Any model source to a local run directory: catalog names, Hub repos, archive URLs, paths.
 
 `resolve` is what every command calls on the model it is given (the library's runs and
-exports take the local run directory it returns); `from_pretrained` builds the restored
-model from it. Downloading and verifying is `electra_tf.zoo`'s part; converting into the
+exports take the local run directory it returns; `from_pretrained` restores
+models from it). Downloading and verifying is `electra_tf.zoo`'s part; converting into the
 cache, this module's.
 """
 
@@ -13,7 +13,6 @@ import shutil
 import sys
 from typing import Optional
 
-from electra_tf import run_dir
 from electra_tf.convert import api
 from electra_tf.errors import ConfigError
 from electra_tf.zoo import cache, catalog, fetch
@@ -44,38 +43,6 @@ def resolve(spec: str) -> str:
         raise ConfigError(f"{spec!r} does not exist: give a local model, or a model name "
                           "(`electra-presets` lists them).")
     return _cached_or_fetched(catalog.lookup(spec))
-
-
-def from_pretrained(spec: str, part: str = "encoder", dropout: Optional[float] = None):
-    """The pretrained model `spec` names (see `resolve`), restored.
-
-    part="encoder": the discriminator `ElectraEncoder` (what fine-tuning starts from);
-    part="pretrainer": the whole `ElectraPretrainer` (generator and heads too), for a
-    source that has them. `dropout` defaults to the model's.
-
-        encoder = electra_tf.from_pretrained("electra-small")
-        outputs = encoder({"input_word_ids": ids, "input_mask": mask,
-                           "input_type_ids": segments})  # int32 [batch, seq] each
-    """
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-
-    if part not in ("encoder", "pretrainer"):
-        raise ConfigError(f"part={part!r}; choose encoder or pretrainer.")
-    pretrained = run_dir.open_pretrained(resolve(spec))
-    config = pretrained.config
-    if dropout is not None:
-        config = config.replace(dropout=dropout)
-    if part == "encoder":
-        return run_dir.load_encoder(pretrained, config, config.dropout)
-    parts = pretrained.parts()
-    if not (parts["generator"] and parts["discriminator_head"]):
-        raise ConfigError(f"{spec} has no generator and replaced-token-detection head: load "
-                          "part='encoder', or continue pretraining with electra-pretrain "
-                          "--init_checkpoint, which starts a fresh generator.")
-    model = ElectraPretrainer(config)
-    model.build_all()
-    run_dir.restore_pretrainer(model, pretrained, parts)
-    return model
 
 
 # ----------------------------------------------------------------------------- the cache

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Optional
 
 from electra_tf.errors import check_choice
+from electra_tf.finetuning import squad
 from electra_tf.training.optimization import (FINETUNING_WARMUP_PROPORTION,
                                               FINETUNING_WEIGHT_DECAY,
                                               finetuning_layerwise_decay,
@@ -57,16 +58,16 @@ class FinetuneConfig:
     data_dir: Optional[str] = None  # where the TFDS dataset is prepared
     train_split: str = "train"
     eval_split: str = "validation"  # MNLI: validation_matched / validation_mismatched
-    doc_stride: int = 128  # QA: step between context windows
-    max_query_length: int = 64  # QA: question pieces kept
-    max_answer_length: int = 30  # QA: longest answer span decoded, in pieces
+    doc_stride: int = squad.DOC_STRIDE  # QA: step between context windows
+    max_query_length: int = squad.MAX_QUERY_LENGTH  # QA: question pieces kept
+    max_answer_length: int = squad.MAX_ANSWER_LENGTH  # QA: longest answer span decoded, in pieces
     # QA: the end predicted given the start (beam over starts and ends), official; False
     # predicts both independently (our earlier variant).
     qa_joint_prediction: bool = True
-    qa_beam_size: int = 20  # QA: starts (and ends per start) kept when decoding
-    qa_answerable_weight: float = 0.5  # QA: weight of the no-answer classifier's loss
+    qa_beam_size: int = squad.BEAM_SIZE  # QA: starts (and ends per start) kept when decoding
+    qa_answerable_weight: float = squad.ANSWERABLE_WEIGHT  # QA: weight of the no-answer classifier's loss
     # QA (SQuAD 2.0): "" is predicted when a question's no-answer logit exceeds this.
-    qa_na_threshold: float = -2.75
+    qa_na_threshold: float = squad.NO_ANSWER_THRESHOLD
 
     def resolved(self, encoder_config, task) -> "FinetuneConfig":
         """The recipe with every default filled in for this encoder and task."""

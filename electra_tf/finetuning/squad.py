@@ -18,6 +18,14 @@ import numpy as np
 from electra_tf.errors import TaskDataError
 from electra_tf.text.tokenizer import tokenize_to_lists
 
+# The official recipe's windowing and decoding (`configure_finetuning.py`).
+DOC_STRIDE = 128  # pieces between the starts of a context's windows
+MAX_QUERY_LENGTH = 64  # question pieces kept
+MAX_ANSWER_LENGTH = 30  # longest answer decoded, in pieces
+BEAM_SIZE = 20  # starts (and ends per start) kept when decoding
+ANSWERABLE_WEIGHT = 0.5  # weight of the no-answer classifier's loss
+NO_ANSWER_THRESHOLD = -2.75  # SQuAD 2.0: "" when the no-answer logit exceeds it
+
 
 @dataclasses.dataclass
 class QAExample:
@@ -31,7 +39,8 @@ class QAExample:
     end_word: int = -1
 
 
-def _split_words(context):
+def split_words(context):
+    """The white-space separated words of `context` and their (char start, char end)."""
     words, spans, start = [], [], None
     for i, ch in enumerate(context + " "):
         if ch.isspace():
@@ -42,6 +51,26 @@ def _split_words(context):
         elif start is None:
             start = i
     return words, spans
+
+
+def make_example(qid: str, question: str, context: str, answers=(),
+                 where: str = "") -> QAExample:
+    """A question on `context`; `answers` are (text, char offset) pairs, none for a
+    question without an answer. The first answer is the training target; an offset that
+    does not hold its text is refused (`where` names the example in the error)."""
+    words, spans = split_words(context)
+    for text, start in answers:
+        if context[start:start + len(text)] != text:
+            raise TaskDataError(
+                f"{where or qid}: answer {text!r} is not at offset {start} of the "
+                f"context (found {context[start:start + len(text)]!r}).")
+    example = QAExample(qid, question, context, words, spans, [text for text, _ in answers])
+    if answers:
+        text, start = answers[0]
+        end = start + len(text)
+        inside = [i for i, (s, e) in enumerate(spans) if s < end and e > start]
+        example.start_word, example.end_word = inside[0], inside[-1]
+    return example
 
 
 def read_squad(path: str) -> List[QAExample]:
@@ -56,25 +85,12 @@ def read_squad(path: str) -> List[QAExample]:
     examples = []
     for a, article in enumerate(data):
         for p, paragraph in enumerate(article.get("paragraphs", [])):
-            context = paragraph["context"]
-            words, spans = _split_words(context)
             for qa in paragraph.get("qas", []):
-                where = f"{path}: data[{a}].paragraphs[{p}], question {qa.get('id')!r}"
                 answers = [] if qa.get("is_impossible") else qa.get("answers", [])
-                for answer in answers:
-                    start, text = answer["answer_start"], answer["text"]
-                    if context[start:start + len(text)] != text:
-                        raise TaskDataError(
-                            f"{where}: answer {text!r} is not at offset {start} of the "
-                            f"context (found {context[start:start + len(text)]!r}).")
-                example = QAExample(qa["id"], qa["question"], context, words, spans,
-                                    [x["text"] for x in answers])
-                if answers:
-                    start = answers[0]["answer_start"]
-                    end = start + len(answers[0]["text"])
-                    inside = [i for i, (s, e) in enumerate(spans) if s < end and e > start]
-                    example.start_word, example.end_word = inside[0], inside[-1]
-                examples.append(example)
+                examples.append(make_example(
+                    qa["id"], qa["question"], paragraph["context"],
+                    [(x["text"], x["answer_start"]) for x in answers],
+                    f"{path}: data[{a}].paragraphs[{p}], question {qa.get('id')!r}"))
     if not examples:
         raise TaskDataError(f"{path}: no question found.")
     return examples
@@ -93,8 +109,8 @@ class QAFeatures:
     max_context: List[Dict[int, bool]]  # sequence position -> best window for that piece
 
 
-def create_features(examples, tokenizer, special_ids, max_length=384, doc_stride=128,
-                    max_query_length=64) -> QAFeatures:
+def create_features(examples, tokenizer, special_ids, max_length=384,
+                    doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY_LENGTH) -> QAFeatures:
     """Windows every example's context; targets point at [CLS] (0) when the answer is not
     inside a window or the question has none; `impossible` is the question's (SQuAD 2.0
     unanswerable), whatever the window, as in the official code."""
@@ -196,7 +212,8 @@ def _span_candidates(outputs, row, n_best):
 
 
 def decode(examples, features: QAFeatures, outputs: dict, with_null: bool,
-           null_threshold: float = 0.0, max_answer_length=30, n_best=20):
+           null_threshold: float = NO_ANSWER_THRESHOLD,
+           max_answer_length=MAX_ANSWER_LENGTH, n_best=BEAM_SIZE):
     """Answers from the model's outputs on every window, as the official scorer decodes.
 
     The best valid span over a question's windows (inside the context, start no later

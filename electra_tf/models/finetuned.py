@@ -4,25 +4,26 @@ import dataclasses
 from typing import Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
-from electra_tf.layers.task_models import SpanQuestionAnswerer, TokenClassifier
 from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.task import ElectraTask
 from electra_tf.models.tokenizer import ElectraTokenizer
 
-# The tagging and QA task models; the others (`ElectraTask`s) a fine-tuning run names in
-# its task.json are found among the classes registered with Keras.
-LAYER_TASK_MODELS = {cls.__name__: cls for cls in (TokenClassifier, SpanQuestionAnswerer)}
+# The task models of runs written before they became `ElectraTask`s (their head config
+# named the head's width `head_outputs`).
+_FORMER_NAMES = {"SequenceClassifier": "ElectraTextClassifier",
+                 "TokenClassifier": "ElectraTokenClassifier",
+                 "SpanQuestionAnswerer": "ElectraQuestionAnswerer"}
 
 
 def task_model_class(class_name: str):
-    cls = LAYER_TASK_MODELS.get(class_name) or keras.saving.get_registered_object(
-        f"electra_tf>{class_name}")
+    """The task model class a fine-tuning run's task.json names (registered with Keras:
+    `electra_tf.models` registers them all)."""
+    class_name = _FORMER_NAMES.get(class_name, class_name)
+    cls = keras.saving.get_registered_object(f"electra_tf>{class_name}")
     if cls is None:
         raise ConfigError(f"Unknown task model {class_name!r} in {run_dir.TASK_FILE}.")
     return cls
@@ -54,17 +55,16 @@ class Finetuned:
 
 
 def build_task_model(class_name: str, encoder, head_config: dict, preprocessor=None):
-    """The task model `class_name` around `encoder`; an `ElectraTask` also gets
-    `preprocessor`."""
-    cls = task_model_class(class_name)
-    if issubclass(cls, ElectraTask):
-        return cls(encoder, preprocessor=preprocessor, **head_config)
-    return cls(encoder, **head_config)
+    """The task model `class_name` around `encoder`, with `preprocessor`."""
+    head_config = dict(head_config)
+    if "head_outputs" in head_config:
+        head_config["num_classes"] = head_config.pop("head_outputs")
+    return task_model_class(class_name)(encoder, preprocessor=preprocessor, **head_config)
 
 
 def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
     """Restores the kept model of `trial` (default: the trial with the best main metric)
-    of a fine-tuning run; a text classifier comes with its preprocessor."""
+    of a fine-tuning run, with its preprocessor."""
     trial, checkpoint = run_dir.kept_checkpoint(directory, trial)
     task_info = run_dir.read_finetuned_json(directory, run_dir.TASK_FILE)
     settings = run_dir.read_finetuned_json(directory, run_dir.FINETUNE_CONFIG_FILE)
@@ -77,8 +77,7 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
                              run_dir.build_encoder(encoder_config, settings["dropout"]),
                              model_info["head_config"],
                              ElectraPreprocessor(tokenizer, settings["max_seq_length"]))
-    ids = np.zeros((1, 8), np.int32)
-    model({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    model.build_weights()
     status = tf.train.Checkpoint(model=run_dir.layers_only(model)).read(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
     return Finetuned(model, task_info["task"], task_info["kind"],

@@ -7,7 +7,7 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError, check_choice
 from electra_tf.models.sources import open_model
 from electra_tf.models.tokenizer import ElectraTokenizer
-from electra_tf.text.packing import TRUNCATIONS, pack_segments
+from electra_tf.text.packing import TRUNCATIONS, pack_segments, pack_words
 from electra_tf.text.tokenizer import tokenize_ragged
 
 
@@ -51,6 +51,13 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         if single:
             inputs = {k: v[0] for k, v in inputs.items()}
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def pack_words(self, words: tf.RaggedTensor):
+        """Word-split sentences, strings [batch, (words)] -> (the encoder's inputs, each
+        word's first-piece position int32 [batch, max words], -1 for words cut by the
+        length and for padding); see `text.packing.pack_words`."""
+        pieces = words.with_values(tokenize_ragged(self.tokenizer, words.values))
+        return pack_words(pieces, self.sequence_length, self.tokenizer.special_ids)
 
     def get_config(self):
         config = super().get_config()

@@ -23,11 +23,31 @@ class ModelSource:
 
     def encoder(self, dropout: Optional[float] = None):
         """The discriminator encoder, restored; `dropout` defaults to the model's."""
+        self._check_pretrained()
+        dropout = self.config.dropout if dropout is None else dropout
+        return run_dir.load_encoder(self.pretrained, self.config, dropout)
+
+    def pretrainer(self, dropout: Optional[float] = None):
+        """The whole `ElectraPretrainer` (generator and heads too), restored."""
+        from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+        self._check_pretrained()
+        parts = self.pretrained.parts()
+        if not (parts["generator"] and parts["discriminator_head"]):
+            raise ConfigError(f"{self.spec} has no generator and replaced-token-detection "
+                              "head: load part='encoder', or "
+                              "continue pretraining with electra-pretrain --init_checkpoint, "
+                              "which starts a fresh generator.")
+        config = self.config if dropout is None else self.config.replace(dropout=dropout)
+        model = ElectraPretrainer(config)
+        model.build_all()
+        run_dir.restore_pretrainer(model, self.pretrained, parts)
+        return model
+
+    def _check_pretrained(self):
         if self.pretrained is None:
             raise ConfigError(f"{self.spec!r} is a fine-tuned run: load it with the task "
                               "class it was trained as (e.g. ElectraTextClassifier).")
-        dropout = self.config.dropout if dropout is None else dropout
-        return run_dir.load_encoder(self.pretrained, self.config, dropout)
 
 
 def open_model(spec: str) -> ModelSource:
@@ -42,3 +62,20 @@ def open_model(spec: str) -> ModelSource:
                            finetuned=spec)
     pretrained = run_dir.open_pretrained(resolve(spec))
     return ModelSource(spec, pretrained.config, pretrained.vocab_path, pretrained=pretrained)
+
+
+def from_pretrained(spec: str, part: str = "encoder", dropout: Optional[float] = None):
+    """The pretrained model `spec` names (any source `electra_tf.resolve` takes), restored.
+
+    part="encoder": the discriminator `ElectraEncoder` (what fine-tuning starts from);
+    part="pretrainer": the whole `ElectraPretrainer` (generator and heads too), for a
+    source that has them. `dropout` defaults to the model's.
+
+        encoder = electra_tf.from_pretrained("electra-small")
+        outputs = encoder({"input_word_ids": ids, "input_mask": mask,
+                           "input_type_ids": segments})  # int32 [batch, seq] each
+    """
+    if part not in ("encoder", "pretrainer"):
+        raise ConfigError(f"part={part!r}; choose encoder or pretrainer.")
+    source = open_model(spec)
+    return source.encoder(dropout) if part == "encoder" else source.pretrainer(dropout)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from electra_tf.config import preset_of_size
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.models import serving
 from electra_tf.training import optimization
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
@@ -51,8 +52,14 @@ class ElectraTask(keras_hub.models.Task):
     def task_metrics(self) -> list:
         raise NotImplementedError
 
+    def task_loss_weights(self):
+        """The weights of a multi-output task loss; None for one output."""
+        return None
+
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
         self.uses_official_recipe = optimizer == "auto"
+        if loss == "auto":
+            kwargs.setdefault("loss_weights", self.task_loss_weights())
         loss = self.task_loss() if loss == "auto" else loss
         metrics = self.task_metrics() if metrics == "auto" else metrics
         # Kept for `compile_official_recipe`, outside Keras's tracking of layer state.
@@ -71,15 +78,19 @@ class ElectraTask(keras_hub.models.Task):
             self.compile_official_recipe(steps)
         if shuffle and x is not None and not isinstance(x, tf.data.Dataset) and not (
                 kwargs.get("validation_split")):
-            examples = keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-            x = tf.data.Dataset.from_tensor_slices(examples)
-            x = x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True).batch(
-                batch_size or KERAS_BATCH_SIZE)
+            x = self.examples_dataset(x, y, sample_weight)
+            x = batched(x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True),
+                        batch_size)
             y = sample_weight = batch_size = None
             shuffle = False  # done
         return super().fit(x, y, batch_size=batch_size, epochs=epochs,
                            steps_per_epoch=steps_per_epoch, shuffle=shuffle,
                            sample_weight=sample_weight, **kwargs)
+
+    def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
+        """One element per example of the arrays (or lists) `fit` was given."""
+        return tf.data.Dataset.from_tensor_slices(
+            keras.utils.pack_x_y_sample_weight(x, y, sample_weight))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
@@ -124,6 +135,24 @@ class ElectraTask(keras_hub.models.Task):
         return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
                 "input_type_ids": np.zeros_like(ids)}
 
+    def serving_signatures(self) -> dict:
+        """{signature name: tf.function}, "serving_default" first: raw strings in,
+        predictions out, every tensor dense (as TF Serving needs)."""
+        raise ConfigError(f"{type(self).__name__} has no serving export yet: export the "
+                          "encoder (electra-export-encoder) and decode its outputs "
+                          "client-side.")
+
+    def export_serving(self, output: str, model_name=None, versions: int = 0) -> dict:
+        """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
+        model base directory `output` (the next version) or into the version directory
+        `output/<n>`; as `electra-export-classifier` does."""
+        if self.preprocessor is None:
+            raise ConfigError("This model has no preprocessor, so it cannot take raw "
+                              "strings: give it one (ElectraPreprocessor) to export it.")
+        return serving.write_serving_version(self, self.serving_signatures(),
+                                             self.preprocessor.tokenizer, output,
+                                             model_name, versions)
+
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),
                 "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
@@ -141,6 +170,14 @@ class ElectraTask(keras_hub.models.Task):
 def encoder_inputs(inputs: dict) -> dict:
     """The encoder's three inputs out of a task model's inputs."""
     return {name: inputs[name] for name in INPUT_NAMES}
+
+
+def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
+    """`dataset` in batches of `batch_size` (Keras's default 32); examples of varying
+    length (words of sentences) batch as ragged tensors."""
+    variable = any(None in spec.shape for spec in tf.nest.flatten(dataset.element_spec))
+    batch_size = batch_size or KERAS_BATCH_SIZE
+    return dataset.ragged_batch(batch_size) if variable else dataset.batch(batch_size)
 
 
 def _steps_per_epoch(x, batch_size) -> int:

@@ -9,7 +9,6 @@ from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
 from electra_tf.models.metrics import PearsonCorrelation
-from electra_tf.models.serving import write_serving_version
 from electra_tf.models.task import ElectraTask, encoder_inputs
 from electra_tf.text.packing import TEXT, TEXT_PAIR
 
@@ -125,9 +124,6 @@ class ElectraTextClassifier(ElectraTask):
         trained on pairs; an empty one packs `[CLS] text [SEP] [SEP]`) in; out
         `probabilities` [N, classes], `label_id` [N] and `label` [N] (the class name),
         or for regression `score` [N]. Every tensor dense, as TF Serving needs."""
-        if self.preprocessor is None:
-            raise ConfigError("This model has no preprocessor, so it cannot take raw "
-                              "strings: give it one (ElectraPreprocessor) to export it.")
         names = tf.constant(self.label_names or [str(i) for i in range(self.num_classes)])
 
         def serve(segments):
@@ -147,12 +143,6 @@ class ElectraTextClassifier(ElectraTask):
             function = tf.function(lambda text: serve([text]), input_signature=[TEXT])
         return {"serving_default": function}
 
-    def export_serving(self, output: str, model_name=None, versions: int = 0) -> dict:
-        """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
-        model base directory `output` (the next version) or into the version directory
-        `output/<n>`; as `electra-export-classifier` does."""
-        return write_serving_version(self, self.serving_signatures(),
-                                     self.preprocessor.tokenizer, output, model_name, versions)
 
     # ------------------------------------------------------------------ loading
     @classmethod

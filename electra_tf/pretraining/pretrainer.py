@@ -14,6 +14,7 @@ from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraPretrainer(keras.Model):
     """The ELECTRA pretraining model; `model.discriminator` is the encoder to keep.
 

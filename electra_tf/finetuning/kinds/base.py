@@ -1,9 +1,9 @@
 """What a task kind decides: how its examples are read, labelled and encoded, which task
-model it trains with which loss, how outputs become predictions and scores, and what its
-served model takes and returns.
+model it trains with which loss, and how outputs become predictions and scores (the task
+model serves itself).
 
-The fine-tuning run and the serving export ask the task's kind for all of these; kinds hold
-no state (one instance serves every task of its kind).
+The fine-tuning run asks the task's kind for all of these; kinds hold no state (one
+instance serves every task of its kind).
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ class TaskKind:
     """One kind of task (classification, regression, tagging, QA); see the module doc."""
 
     name = ""
-    model_class = ""  # the task model's class name (`models.finetuned.task_model_class`)
+    model_class = ""  # its task model's class name (an `electra_tf.models` class)
     default_max_seq_length = 128
 
     def read_examples(self, task, cfg, source: str, training: bool) -> list:
@@ -53,10 +53,9 @@ class TaskKind:
 
     def head_config(self, task, labels: list, cfg, initializer_range: float,
                     data) -> dict:
-        """The task model's constructor arguments besides the encoder, for `labels`
-        and the prepared `data`."""
-        return {"head_outputs": len(labels), "dropout": cfg.head_dropout,
-                "initializer_range": initializer_range}
+        """The task model's constructor arguments besides the encoder and preprocessor,
+        for `labels` and the prepared `data`."""
+        raise NotImplementedError
 
     def task_info(self, task, cfg) -> dict:
         """What serving needs to know besides the labels (recorded in task.json)."""
@@ -73,13 +72,6 @@ class TaskKind:
         """{file name: JSON value} written beside predictions.jsonl (QA's official files)."""
         return {}
 
-    def serving_signatures(self, run, tokenizer) -> dict:
-        """{signature name: tf.function with an input signature}, "serving_default" first:
-        raw strings in, predictions out, for the restored fine-tuned `run`
-        (`models.finetuned.Finetuned`), through `tokenizer` (strings [N] -> ragged ids)
-        and the in-graph packing of `text.packing`. Texts longer than the training length are
-        truncated, never refused."""
-        raise NotImplementedError
 
 
 class TaskData:
@@ -188,10 +180,6 @@ class SequenceKind(TaskKind):
         return {"num_classes": len(labels), "dropout": cfg.head_dropout,
                 "initializer_range": initializer_range, "label_names": labels,
                 "text_pairs": data.text_pairs}
-
-    def serving_signatures(self, run, tokenizer):
-        """The text classifier's own (`ElectraTextClassifier.serving_signatures`)."""
-        return run.model.serving_signatures()
 
 
 def check_known_labels(examples, labels: list, labels_of) -> None:

@@ -2,19 +2,18 @@
 
 import keras
 
-from electra_tf.errors import ConfigError
 from electra_tf.finetuning import metrics, squad
 from electra_tf.finetuning.kinds.base import TaskData, TaskKind, keras_loss
 
 
 class QuestionAnswering(TaskKind):
     """Answer spans over `[CLS] question [SEP] context window [SEP]` features (doc stride),
-    with the official head (`layers.task_models.SpanQuestionAnswerer`): the end predicted
+    with the official heads (`models.ElectraQuestionAnswerer`): the end predicted
     given the start, and a no-answer classifier; SQuAD 2.0 (`task.unanswerable`) answers ""
     when a question's no-answer logit exceeds `--qa_na_threshold`."""
 
     name = "qa"
-    model_class = "SpanQuestionAnswerer"
+    model_class = "ElectraQuestionAnswerer"
     default_max_seq_length = 512
 
     def read_file(self, task, cfg, path, training):
@@ -35,7 +34,11 @@ class QuestionAnswering(TaskKind):
 
     def head_config(self, task, labels, cfg, initializer_range, data):
         return {"joint_prediction": cfg.qa_joint_prediction, "beam_size": cfg.qa_beam_size,
-                "initializer_range": initializer_range}
+                "initializer_range": initializer_range, "doc_stride": cfg.doc_stride,
+                "max_query_length": cfg.max_query_length,
+                "max_answer_length": cfg.max_answer_length,
+                "unanswerable": task.unanswerable, "no_answer_threshold": cfg.qa_na_threshold,
+                "answerable_weight": cfg.qa_answerable_weight}
 
     def loss(self, task, cfg):
         span_loss = keras_loss(keras.losses.SparseCategoricalCrossentropy, cfg,
@@ -57,10 +60,6 @@ class QuestionAnswering(TaskKind):
         if data.unanswerable:
             files["null_odds.json"] = {r["id"]: r["null_odds"] for r in records}
         return files
-
-    def serving_signatures(self, run, tokenizer):
-        raise ConfigError("Serving export of QA models is not supported yet; export the "
-                          "encoder with export_encoder.py and decode spans client-side.")
 
 
 class _QAData(TaskData):

@@ -1,0 +1,74 @@
+"""`ElectraTokenClassifier` (lists of words -> tags) and `ElectraQuestionAnswerer`
+(question + context -> answer text) from Python, and the fine-tuned runs of
+`electra-finetune` loaded as them: the same predictions as the command line wrote."""
+
+import numpy as np
+import pytest
+
+import electra_tf
+from conftest import DEMO, QA_CONTEXT, QA_QUESTIONS, read_jsonl
+from electra_tf.errors import ConfigError
+from electra_tf.finetuning import readers
+
+CONTEXT = ("The president gave a speech to the congress about the economy. "
+           "The nation was strong and the people were free.")
+
+
+def _conll(n):
+    return readers.read_conll(str(DEMO / "japanese_ner" / "train.conll"), -1)[:n]
+
+
+def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
+    sentences = _conll(16)
+    words, tags = [s.words for s in sentences], [s.tags for s in sentences]
+    labels = electra_tf.ElectraTokenClassifier.labels_for(tags)
+    assert "S-" + labels[-1][2:] in labels  # span tags train as BIOES (official)
+    tagger = electra_tf.ElectraTokenClassifier.from_pretrained(
+        pretrained_dir, label_names=labels, sequence_length=24)
+    history = tagger.fit(words, tags, batch_size=8, epochs=1, verbose=0,
+                         validation_data=(words[:4], tags[:4]))
+    assert int(tagger.optimizer.iterations) == 2
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(history.history)
+    predicted = tagger.predict(words[:6], batch_size=4, verbose=0)
+    # One tag per word, also for words past the 22 pieces that fit ("O").
+    assert [len(p) for p in predicted] == [len(w) for w in words[:6]]
+    assert {t for p in predicted for t in p} <= set(tagger.output_tags())
+    assert not any(t.startswith(("S-", "E-")) for p in predicted for t in p)  # IOB2 out
+    with pytest.raises(ConfigError, match="lists of words"):
+        tagger.predict(["a sentence as one string"])
+    with pytest.raises(ConfigError, match="not among label_names"):
+        tagger.fit([["x"]], [["B-NOPE"]], verbose=0)
+
+
+def test_question_answerer_fits_and_answers_spans_of_the_context(pretrained_dir):
+    qa = electra_tf.ElectraQuestionAnswerer.from_pretrained(
+        pretrained_dir, sequence_length=32, doc_stride=12)
+    questions = ["Who gave a speech?", "What was strong?", "What color was the sky?"]
+    contexts = [CONTEXT] * 3
+    qa.fit((questions, contexts), ["The president", ("The nation", CONTEXT.index("The nation")), None],
+           batch_size=8, epochs=1, verbose=0)
+    assert qa.unanswerable  # fit saw a question without answer
+    answers = qa.predict((questions, contexts), verbose=0)
+    assert len(answers) == 3 and all(a in CONTEXT for a in answers)
+    with pytest.raises(ConfigError, match="does not occur in its context"):
+        qa.fit((["Who?"], [CONTEXT]), ["nobody"], verbose=0)
+
+
+def test_the_fine_tuned_tagging_run_predicts_as_the_command_line_did(finetuned):
+    tagger = electra_tf.ElectraTokenClassifier.from_pretrained(str(finetuned / "ner"))
+    records = read_jsonl(finetuned / "ner" / "predictions.jsonl")
+    sentences = readers.read_conll(str(finetuned / "ner.conll"), -1)
+    assert tagger.predict([s.words for s in sentences], verbose=0) == [
+        r["prediction"] for r in records]
+    with pytest.raises(ConfigError, match="ElectraTextClassifier.from_pretrained"):
+        electra_tf.ElectraTokenClassifier.from_pretrained(str(finetuned / "cls"))
+
+
+def test_the_fine_tuned_qa_run_answers_as_the_command_line_did(finetuned):
+    qa = electra_tf.ElectraQuestionAnswerer.from_pretrained(str(finetuned / "qa"))
+    records = read_jsonl(finetuned / "qa" / "predictions.jsonl")
+    answers = qa.predict(([q["question"] for q in QA_QUESTIONS],
+                          [QA_CONTEXT] * len(QA_QUESTIONS)), verbose=0)
+    assert answers == [r["prediction"] for r in records]
+    assert qa.unanswerable and qa.doc_stride == 12
+    np.testing.assert_equal(qa.no_answer_threshold, -2.75)
