@@ -1,4 +1,4 @@
-"""The official packing rules (DESIGN.md section 3) on hand-made documents."""
+"""The official packing rules (`electra_tf.data.packing` states them) on hand-made documents."""
 
 import random
 

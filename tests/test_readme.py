@@ -35,6 +35,7 @@ def substitutions(pretrained_dir, shards, vocab_path, tmp_path_factory):
             '"vocab.txt"': repr(vocab_path),
             '"shards/pretrain_data.tfrecord-*", 128, 128)': f"{shards[0]!r}, 8, 64)",
             "steps_per_epoch=1000": "steps_per_epoch=2",
+            "sequence_length=128": "sequence_length=32",
             '"exports/electra_x/': f'"{exports / "electra_x"}/'}
 
 

@@ -1,9 +1,9 @@
 r"""The pretraining-data builder as an Apache Beam pipeline, for corpora beyond one machine.
 
 Optional extra (`pip install -r requirements-beam.txt`); run through the builder's CLI:
-  python -m electra_tf.data.build_pretraining_data --runner DirectRunner \
+  electra-build-data --runner DirectRunner \
       --corpus 'texts/*.txt' --vocab vocab.txt --output_dir shards/ --num_shards 64
-  python -m electra_tf.data.build_pretraining_data --runner DataflowRunner \
+  electra-build-data --runner DataflowRunner \
       --corpus 'gs://bucket/texts/*.txt' --vocab vocab.txt --output_dir gs://bucket/shards \
       --beam_pipeline_options='--project=P --region=R --temp_location=gs://bucket/tmp'
 

@@ -1,5 +1,5 @@
 """Sentence packing into fixed-length pretraining examples, as the official
-`build_pretraining_dataset.py` does it (the rules are restated in DESIGN.md section 3).
+`build_pretraining_dataset.py` does it.
 
 Sentences are appended to the current example until it reaches its target length; a
 document end flushes it. Each flush splits the sentences into segments A and B:

@@ -46,6 +46,25 @@ class ElectraTask(keras_hub.models.Task):
         if value is not None:
             raise AttributeError("ElectraTask's backbone is its `encoder`.")
 
+    def _init_dense_head(self, encoder, preprocessor, num_classes: int, dropout: float,
+                         initializer_range: float, label_names) -> None:
+        """Sets the encoder, the preprocessor and a dropout + dense head of `num_classes`
+        outputs (named by `label_names`, if given)."""
+        if label_names is not None and len(label_names) != num_classes:
+            raise ConfigError(f"{len(label_names)} label_names for num_classes="
+                              f"{num_classes}.")
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.num_classes = num_classes
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
+        self.label_names = None if label_names is None else [str(n) for n in label_names]
+        self.dropout = keras.layers.Dropout(dropout)
+        # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
+        self.head = keras.layers.Dense(
+            num_classes, name="task_head", dtype="float32",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
     def task_loss(self):
         raise NotImplementedError
 

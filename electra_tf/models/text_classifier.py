@@ -45,22 +45,10 @@ class ElectraTextClassifier(ElectraTask):
         if num_classes < 1:
             raise ConfigError(f"num_classes={num_classes}: give 2 or more classes, or 1 for "
                               "regression.")
-        if label_names is not None and len(label_names) != num_classes:
-            raise ConfigError(f"{len(label_names)} label_names for num_classes="
-                              f"{num_classes}.")
-        self.encoder = encoder
-        self.preprocessor = preprocessor
-        self.num_classes = num_classes
-        self.dropout_rate = dropout
-        self.initializer_range = initializer_range
-        self.label_names = None if label_names is None else [str(n) for n in label_names]
+        self._init_dense_head(encoder, preprocessor, num_classes, dropout, initializer_range,
+                              label_names)
         self.label_range = None if label_range is None else tuple(label_range)
         self.text_pairs = text_pairs
-        self.dropout = keras.layers.Dropout(dropout)
-        # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
-        self.head = keras.layers.Dense(
-            num_classes, name="task_head", dtype="float32",
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
         super().__init__(**kwargs)
 
     @property

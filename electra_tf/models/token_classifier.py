@@ -48,20 +48,8 @@ class ElectraTokenClassifier(ElectraTask):
             if not label_names:
                 raise ConfigError("Give num_classes or label_names (labels_for(tags)).")
             num_classes = len(label_names)
-        if label_names is not None and len(label_names) != num_classes:
-            raise ConfigError(f"{len(label_names)} label_names for num_classes="
-                              f"{num_classes}.")
-        self.encoder = encoder
-        self.preprocessor = preprocessor
-        self.num_classes = num_classes
-        self.dropout_rate = dropout
-        self.initializer_range = initializer_range
-        self.label_names = None if label_names is None else [str(n) for n in label_names]
-        self.dropout = keras.layers.Dropout(dropout)
-        # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
-        self.head = keras.layers.Dense(
-            num_classes, name="task_head", dtype="float32",
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+        self._init_dense_head(encoder, preprocessor, num_classes, dropout, initializer_range,
+                              label_names)
         super().__init__(**kwargs)
 
     @staticmethod
