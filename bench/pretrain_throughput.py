@@ -88,7 +88,7 @@ def keras_hub_baseline(cfg):
 
     @tf.function
     def train_step(batch):
-        ids, mask, segments = batch["input_ids"], batch["input_mask"], batch["segment_ids"]
+        ids, mask, segments = batch["input_word_ids"], batch["input_mask"], batch["input_type_ids"]
         scores, keep, draws = split_noise(keras.random.uniform([ids.shape[0], width], seed=seed),
                                           ids.shape[1], cfg.max_predictions_per_seq)
         masked = mask_tokens(ids, mask, mask_prob=cfg.mask_prob,

@@ -22,5 +22,5 @@ def random_batch(cfg, batch_size, seq_length, seed=0) -> dict:
     rng = np.random.default_rng(seed)
     ids = rng.integers(200, cfg.vocab_size, (batch_size, seq_length)).astype(np.int32)
     ids[:, 0], ids[:, -1] = cfg.cls_token_id, cfg.sep_token_id
-    return {"input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
-            "segment_ids": tf.zeros_like(ids)}
+    return {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
+            "input_type_ids": tf.zeros_like(ids)}

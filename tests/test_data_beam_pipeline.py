@@ -61,7 +61,7 @@ def test_beam_build_writes_the_examples_of_a_one_process_per_file_local_build(
         assert manifest[key] == local[key], key
     assert manifest["runner"] == "DirectRunner" and manifest["undecodable_lines"] == 1
     batch = next(iter(pretraining_dataset(manifest["file_pattern"], 4, 32, seed=1)))
-    assert batch["input_ids"].shape == (4, 32)
+    assert batch["input_word_ids"].shape == (4, 32)
 
 
 def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern, vocab_path):

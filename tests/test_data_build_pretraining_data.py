@@ -86,10 +86,10 @@ def test_empty_or_missing_corpus_errors(tmp_path, vocab_path):
 def test_reader_batches_int32_features(shards):
     pattern, _ = shards
     batch = next(iter(pretraining_dataset(pattern, 8, 64, seed=1)))
-    assert set(batch) == {"input_ids", "input_mask", "segment_ids"}
+    assert set(batch) == {"input_word_ids", "input_mask", "input_type_ids"}
     for value in batch.values():
         assert value.shape == (8, 64) and value.dtype.name == "int32"
-    assert np.all(batch["input_ids"].numpy()[:, 0] == 2)
+    assert np.all(batch["input_word_ids"].numpy()[:, 0] == 2)
 
 
 def test_non_utf8_bytes_are_counted_and_the_build_goes_on(tmp_path, vocab_path, capsys):

@@ -1,8 +1,6 @@
-"""Public models saved with `model.save("x.keras")` and loaded by `keras.saving.load_model`
-in a fresh process answer as they did (the tokenizer and preprocessor travel inside the
-task models: their raw-string answers depend on both). `ElectraPretrainer` is not here
-yet: its `.keras` file reloads with other discriminator weights (docs/design.md, known
-gaps)."""
+"""Every public model saved with `model.save("x.keras")` and loaded by
+`keras.saving.load_model` in a fresh process answers as it did (the tokenizer and
+preprocessor travel inside the task models: their raw-string answers depend on both)."""
 
 import json
 
@@ -10,10 +8,13 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import QA_CONTEXT, QA_QUESTIONS, run_command
-from electra_tf.models import ElectraQuestionAnswerer, ElectraTokenClassifier
+from electra_tf.models import (ElectraQuestionAnswerer, ElectraTextClassifier,
+                               ElectraTokenClassifier)
 from electra_tf.models.sources import from_pretrained
 
 WORDS = [["the", "nation", "was", "strong"], ["free", "people"]]
+TEXTS = ["a delightful film", "the people were free", ""]
+PAIRS = ["was it?", "", "an empty text"]
 QUESTIONS = ([q["question"] for q in QA_QUESTIONS], [QA_CONTEXT] * len(QA_QUESTIONS))
 
 LOAD_PY = """
@@ -22,13 +23,19 @@ import numpy as np
 import keras
 import tensorflow as tf
 import electra_tf.models  # registers the Keras classes
-inputs, words, questions = json.loads(sys.argv[2])
+inputs, words, questions, texts, pairs = json.loads(sys.argv[2])
 inputs = {k: np.asarray(v, np.int32) for k, v in inputs.items()}
 out = {}
-for name in ("encoder", "tagger", "qa"):
+for name in ("encoder", "pretrainer", "classifier", "regressor", "tagger", "qa"):
     model = keras.saving.load_model(f"{sys.argv[1]}/{name}.keras")
     if name == "encoder":
         out[name] = model(inputs)["sequence_output"].numpy()
+    elif name == "classifier":
+        out[name] = model.predict(texts, verbose=0)
+    elif name == "regressor":
+        out[name] = model.predict((texts, pairs), verbose=0)
+    elif name == "pretrainer":
+        out[name] = model.discriminator(inputs)["sequence_output"].numpy()
     elif name == "tagger":
         out[name] = model(model.preprocess_samples(tf.ragged.constant(words))).numpy()
         print(json.dumps({"tags": model.predict(words, verbose=0)}))
@@ -44,20 +51,31 @@ def test_each_public_model_round_trips_in_a_fresh_process(pretrained_dir, tmp_pa
     inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
               "input_type_ids": np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], np.int32)}
     encoder = from_pretrained(pretrained_dir)
+    pretrainer = from_pretrained(pretrained_dir, part="pretrainer")
+    classifier = ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=16)
+    regressor = ElectraTextClassifier.from_pretrained(
+        pretrained_dir, num_classes=1, sequence_length=16, label_range=(0.0, 5.0),
+        text_pairs=True)
     tagger = ElectraTokenClassifier.from_pretrained(
         pretrained_dir, label_names=["O", "B-X", "I-X", "E-X", "S-X"], sequence_length=8)
     qa = ElectraQuestionAnswerer.from_pretrained(pretrained_dir, sequence_length=32,
                                                  doc_stride=12, unanswerable=True)
     expected = {
         "encoder": encoder(inputs)["sequence_output"].numpy(),
+        "pretrainer": pretrainer.discriminator(inputs)["sequence_output"].numpy(),
+        "classifier": classifier.predict(TEXTS, verbose=0),
+        "regressor": regressor.predict((TEXTS, PAIRS), verbose=0),
         "tagger": tagger(tagger.preprocess_samples(tf.ragged.constant(WORDS))).numpy(),
         "qa": qa(inputs)["no_answer_logit"].numpy()}
     tags, answers = tagger.predict(WORDS, verbose=0), qa.predict(QUESTIONS, verbose=0)
-    for name, model in [("encoder", encoder), ("tagger", tagger), ("qa", qa)]:
+    for name, model in [("encoder", encoder), ("pretrainer", pretrainer),
+                        ("classifier", classifier), ("regressor", regressor),
+                        ("tagger", tagger), ("qa", qa)]:
         model.save(tmp_path / f"{name}.keras")
 
     stdout = run_command("python", "-c", LOAD_PY, tmp_path, json.dumps(
-        [{k: v.tolist() for k, v in inputs.items()}, WORDS, QUESTIONS])).stdout
+        [{k: v.tolist() for k, v in inputs.items()}, WORDS, QUESTIONS, TEXTS, PAIRS])).stdout
     printed = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     assert printed == [{"tags": tags}, {"answers": answers}]
     loaded = np.load(tmp_path / "out.npz")

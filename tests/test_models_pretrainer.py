@@ -17,7 +17,7 @@ def test_a_restored_pretrainer_compiles_and_trains_with_another_optimizer(pretra
     before = [v.numpy() for v in model.discriminator.weights]
     model.compile(optimizer=keras.optimizers.RMSprop(1e-4))
     ids = np.random.RandomState(0).randint(5, model.config.vocab_size, (4, 16)).astype("int32")
-    batch = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids}
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": 0 * ids}
     model.fit(tf.data.Dataset.from_tensors(batch), verbose=0)
     assert int(model.optimizer.iterations) == 1
     assert any(not np.array_equal(b, v.numpy())

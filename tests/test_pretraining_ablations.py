@@ -36,7 +36,7 @@ def hand_made_batch(model):
     noise[0, SEQ + CHOSEN.index(KEPT)] = 0.95
     noise[0, SEQ + n:] = np.linspace(0.05, 0.95, n)  # the generator's sample draws
     mask = (ids != 0).astype(np.int32)
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids),
             "noise": noise}
 
 
@@ -75,12 +75,12 @@ def test_hand_made_noise_chooses_the_intended_positions():
     weights = outputs["mlm_weights"][0]
     assert weights.sum() == len(CHOSEN)
     labels = outputs["mlm_labels"][0][:len(CHOSEN)]
-    assert labels.tolist() == batch["input_ids"][0][CHOSEN].tolist()
+    assert labels.tolist() == batch["input_word_ids"][0][CHOSEN].tolist()
 
 
 def test_electra_scores_every_real_token_against_replaced_labels():
     model, batch, outputs, losses = forward("electra")
-    ids, real = batch["input_ids"][0], batch["input_mask"][0]
+    ids, real = batch["input_word_ids"][0], batch["input_mask"][0]
     corrupted, replaced = outputs["encoder_ids"][0], outputs["replaced"][0]
     changed = corrupted != ids
     assert set(np.flatnonzero(changed)) <= set(CHOSEN)  # samples land at chosen positions
@@ -103,7 +103,7 @@ def test_mlm_is_bert_on_the_kept_encoder_with_no_generator():
     model, batch, outputs, losses = forward("mlm")
     assert model.generator is None and model.head_names == ["mlm_head"]
     assert set(losses) == {"loss", "main_loss"}
-    ids, seen = batch["input_ids"][0], outputs["encoder_ids"][0]
+    ids, seen = batch["input_word_ids"][0], outputs["encoder_ids"][0]
     masked = [p for p in CHOSEN if p != KEPT]
     assert (seen[masked] == SPECIAL["mask_token_id"]).all()
     assert seen[KEPT] == ids[KEPT]
@@ -119,7 +119,7 @@ def test_mlm_is_bert_on_the_kept_encoder_with_no_generator():
 
 def test_replace_mlm_predicts_the_originals_from_generator_samples():
     _, batch, outputs, losses = forward("replace_mlm")
-    ids, seen = batch["input_ids"][0], outputs["encoder_ids"][0]
+    ids, seen = batch["input_word_ids"][0], outputs["encoder_ids"][0]
     assert SPECIAL["mask_token_id"] not in seen[CHOSEN]  # samples, not [MASK]
     assert (seen[CHOSEN] != ids[CHOSEN]).any()
     others = np.setdiff1d(np.arange(SEQ), CHOSEN)
@@ -132,7 +132,7 @@ def test_replace_mlm_predicts_the_originals_from_generator_samples():
 
 def test_all_tokens_mlm_predicts_every_real_token_with_a_copy_gate():
     _, batch, outputs, losses = forward("all_tokens_mlm")
-    ids, seen, real = batch["input_ids"][0], outputs["encoder_ids"][0], batch["input_mask"][0]
+    ids, seen, real = batch["input_word_ids"][0], outputs["encoder_ids"][0], batch["input_mask"][0]
     logits, gate = outputs["main_logits"][0], 1 / (1 + np.exp(-outputs["copy_logits"][0]))
     assert logits.shape == (SEQ, VOCAB)
     softmax = np.exp(log_softmax(logits))[np.arange(SEQ), ids]

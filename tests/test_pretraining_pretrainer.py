@@ -164,8 +164,8 @@ def test_xla_compiled_step_equals_the_eager_step():
     cfg = tiny(batch_size=4, max_seq_length=32, dropout=0.0)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 1500, (4, 32)).astype(np.int32)
-    batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
-             "segment_ids": np.zeros_like(ids),
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids),
              "noise": rng.random((4, ElectraPretrainer(cfg).noise_width), np.float32)}
     runs = {}
     for jit in (False, True):
@@ -188,8 +188,8 @@ def test_gradient_accumulation_matches_the_large_batch_step():
     traces it, a graph `while_loop`."""
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 1500, (8, 64)).astype(np.int32)
-    batch = {"input_ids": ids, "input_mask": np.ones_like(ids),
-             "segment_ids": np.zeros_like(ids),
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids),
              "noise": rng.random((8, ElectraPretrainer(tiny()).noise_width), np.float32)}
     moments, losses = [], []
     for steps in (1, 4):

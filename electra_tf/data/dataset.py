@@ -4,13 +4,17 @@ import tensorflow as tf
 
 from electra_tf.errors import CorpusError
 
-FEATURES = ("input_ids", "input_mask", "segment_ids")
+# The TFRecord features (the official `build_pretraining_dataset.py` names) and the names
+# the models take them by (TF Hub's BERT inputs, as the encoder's).
+FEATURES = {"input_ids": "input_word_ids", "input_mask": "input_mask",
+            "segment_ids": "input_type_ids"}
 
 
 def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
                         training: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
                         noise_width: int = 0) -> tf.data.Dataset:
-    """Batches of {'input_ids', 'input_mask', 'segment_ids'}: int32 [batch, max_seq_length].
+    """Batches of {'input_word_ids', 'input_mask', 'input_type_ids'}: int32 [batch,
+    max_seq_length], read from the records' `input_ids`, `input_mask`, `segment_ids`.
 
     Training pipelines shuffle files and examples and repeat forever; files are interleaved
     and parsed in parallel. `seed` makes the order reproducible (change it on resume so a
@@ -45,7 +49,8 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
 
     def parse(serialized, noise=None):
         parsed = tf.io.parse_example(serialized, spec)
-        features = {name: tf.cast(parsed[name], tf.int32) for name in FEATURES}
+        features = {name: tf.cast(parsed[feature], tf.int32)
+                    for feature, name in FEATURES.items()}
         if noise is not None:
             features["noise"] = noise
         return features

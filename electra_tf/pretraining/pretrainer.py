@@ -34,7 +34,7 @@ class ElectraPretrainer(keras.Model):
     `config.generator == "uniform"` samples replacements uniformly over the vocab instead
     of from a learned generator.
 
-    Inputs (a dataset element): dict of `input_ids`, `input_mask`, `segment_ids`,
+    Inputs (a dataset element): dict of `input_word_ids`, `input_mask`, `input_type_ids`,
     int32 [batch, seq], and optionally `noise`, float32 [batch, noise_width] uniform draws
     that decide the masks and the generator's samples (the input pipeline adds them, see
     `masking`); without it the model draws its own from `seed_generator`.
@@ -109,8 +109,15 @@ class ElectraPretrainer(keras.Model):
         # The discriminator goes first so the shared embeddings are named under it.
         self.discriminator({"input_word_ids": ids, "input_mask": tf.ones_like(ids),
                             "input_type_ids": ids})
-        self({"input_ids": ids, "input_mask": tf.ones_like(ids),
-              "segment_ids": tf.zeros_like(ids)}, training=False)
+        self({"input_word_ids": ids, "input_mask": tf.ones_like(ids),
+              "input_type_ids": tf.zeros_like(ids)}, training=False)
+
+    def get_build_config(self):
+        return {"build_all": True}  # `build_all` needs nothing but the config
+
+    def build_from_config(self, config):
+        # `keras.saving.load_model` creates the variables here before reading their values.
+        self.build_all()
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Under a strategy, Keras's `fit` first reduces a batch across replicas to build
@@ -122,8 +129,8 @@ class ElectraPretrainer(keras.Model):
     def call(self, inputs, training=None):
         """The full forward pass; returns every tensor the losses and metrics need."""
         cfg = self.config
-        input_ids, input_mask = inputs["input_ids"], inputs["input_mask"]
-        segment_ids = inputs["segment_ids"]
+        input_ids, input_mask = inputs["input_word_ids"], inputs["input_mask"]
+        segment_ids = inputs["input_type_ids"]
         noise = inputs.get("noise")
         if noise is None:
             noise = keras.random.uniform([tf.shape(input_ids)[0], self.noise_width],
