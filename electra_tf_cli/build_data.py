@@ -21,6 +21,7 @@ from absl import flags  # noqa: E402
 
 from electra_tf.data import build_pretraining_data as builder  # noqa: E402
 from electra_tf.errors import ConfigError  # noqa: E402
+from electra_tf.text.vocab import strips_accents  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["corpus", "vocab", "output_dir"]
@@ -38,7 +39,9 @@ def define_flags():
     flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")
     flags.DEFINE_bool("split_sentences", True, "Split lines into sentences first (for text "
                       "with several sentences per line).")
-    flags.DEFINE_integer("seed", 12345, "Seed of the packing's random choices.")
+    flags.DEFINE_integer("seed", builder.BuildOptions.seed,
+                         "Seed of the packing's random choices (electra-pretrain --corpus "
+                         "builds with the same one).")
     flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this runner "
                         "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...; needs "
                         "`pip install -r requirements-beam.txt`). Default: local processes.")
@@ -51,7 +54,7 @@ def run(argv):
     options = builder.BuildOptions(
         vocab_path=FLAGS.vocab, max_seq_length=FLAGS.max_seq_length,
         lower_case=FLAGS.lower_case,
-        strip_accents=FLAGS.lower_case if FLAGS.strip_accents is None else FLAGS.strip_accents,
+        strip_accents=strips_accents(FLAGS.lower_case, FLAGS.strip_accents),
         split_sentences=FLAGS.split_sentences, seed=FLAGS.seed)
     if FLAGS.runner:
         try:

@@ -16,6 +16,7 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from electra_tf.config import ElectraConfig  # noqa: E402
 from electra_tf.text import vocab  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -25,7 +26,7 @@ REQUIRED = ["corpus", "output"]
 def define_flags():
     flags.DEFINE_string("corpus", None, "Comma-separated globs/files/dirs of UTF-8 text.")
     flags.DEFINE_string("output", None, "Where to write the vocab (one token per line).")
-    flags.DEFINE_integer("vocab_size", 30522, "Upper bound on the vocab size (WordPiece "
+    flags.DEFINE_integer("vocab_size", ElectraConfig.vocab_size, "Upper bound on the vocab size (WordPiece "
                          "learning picks the largest frequency threshold that fits).")
     flags.DEFINE_bool("lower_case", True, "Lower-case text (uncased model).")
     flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")

@@ -21,13 +21,10 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from electra_tf import run_dir  # noqa: E402
-from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, PRESETS  # noqa: E402
-from electra_tf.config import ElectraConfig  # noqa: E402
-from electra_tf.convert.resolve import resolve  # noqa: E402
-from electra_tf.errors import ConfigError  # noqa: E402
+from electra_tf.config import PRESETS, ElectraConfig  # noqa: E402
 from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
 from electra_tf.runs import pretrain as pretraining  # noqa: E402
+from electra_tf.text.vocab import strips_accents  # noqa: E402
 from electra_tf.training import callbacks, runtime  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -89,14 +86,20 @@ def run(argv):
     options = common.runtime_options()
     strategy = runtime.create_strategy(options)  # before any other TensorFlow op
     overrides = common.dataclass_overrides(ElectraConfig, skip=_DERIVED)
-    initial = resolve(FLAGS.init_checkpoint) if FLAGS.init_checkpoint else None
-    preset = _initial_recipe(initial, overrides) if initial else FLAGS.preset
-    if "lower_case" in overrides and "strip_accents" not in overrides:
-        overrides["strip_accents"] = overrides["lower_case"]
-    config = ElectraConfig.preset(preset, **overrides)
+    if "lower_case" in overrides:
+        overrides["strip_accents"] = strips_accents(overrides["lower_case"],
+                                                    overrides.get("strip_accents"))
+    initial = None
+    if FLAGS.init_checkpoint:
+        initial = pretraining.open_initial(FLAGS.init_checkpoint)
+        config = pretraining.initial_config(
+            initial, overrides, FLAGS.preset if FLAGS["preset"].present else None,
+            FLAGS.init_checkpoint)
+    else:
+        config = ElectraConfig.preset(FLAGS.preset, **overrides)
     inputs = pretraining.RunInputs(
         model_dir=FLAGS.model_dir, corpus=FLAGS.corpus, data=FLAGS.data, vocab=FLAGS.vocab,
-        vocab_size=FLAGS.vocab_size or 30522, num_shards=FLAGS.num_shards,
+        vocab_size=FLAGS.vocab_size or ElectraConfig.vocab_size, num_shards=FLAGS.num_shards,
         num_processes=FLAGS.num_processes, init_checkpoint=initial,
         init_name=FLAGS.init_checkpoint)
     config, file_pattern = pretraining.prepare_run(config, inputs, FLAGS.train_flops)
@@ -107,21 +110,6 @@ def run(argv):
         print(e, file=sys.stderr)
         sys.exit(143)  # 128 + SIGTERM: schedulers see a terminated (restartable) job
     pretraining.print_summary(FLAGS.model_dir, results)
-
-
-def _initial_recipe(initial_path: str, overrides: dict) -> str:
-    """The preset whose recipe a run from --init_checkpoint (resolved: `initial_path`)
-    uses; refuses flags that would change the model it brings."""
-    initial = run_dir.open_pretrained(initial_path)
-    brought = MODEL_FIELDS + (GENERATOR_FIELDS if initial.parts()["generator"] else ())
-    clashing = sorted(set(overrides) & set(brought + ("vocab_size",)))
-    if clashing:
-        raise ConfigError(f"--init_checkpoint {FLAGS.init_checkpoint} brings its model's "
-                          f"{', '.join(clashing)}: drop "
-                          + ", ".join(f"--{name}" for name in clashing) + ".")
-    if FLAGS["preset"].present:
-        return FLAGS.preset
-    return initial.config.preset_name if initial.config.preset_name in PRESETS else "small"
 
 
 def main():

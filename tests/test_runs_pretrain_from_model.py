@@ -145,9 +145,9 @@ def _eval_batches(vocab_path, directory, seed=0):
                                    show_progress=False)
     pattern = builder.load_manifest(directory)["file_pattern"]
     batch = next(iter(pretraining_dataset(pattern, 32, 128, training=False)))
-    size = batch["input_ids"].shape[0]
+    size = batch["input_word_ids"].shape[0]
     rng = np.random.default_rng(seed)
-    masked = mask_tokens(batch["input_ids"], batch["input_mask"], mask_prob=0.15,
+    masked = mask_tokens(batch["input_word_ids"], batch["input_mask"], mask_prob=0.15,
                          max_predictions=19, mask_token_id=4, special_token_ids=(0, 2, 3, 4),
                          position_scores=rng.random((size, 128)),
                          keep_draws=rng.random((size, 19)))
@@ -176,7 +176,7 @@ def test_continued_pretraining_of_a_real_electra_keeps_what_it_learned(reference
                                          str(tmp_path / "held_out"))
     real = batch["input_mask"] > 0
     used = masked["weights"] > 0
-    segments = batch["segment_ids"]
+    segments = batch["input_type_ids"]
 
     def torch_inputs(ids):
         return dict(input_ids=torch.tensor(ids, dtype=torch.long),
@@ -192,10 +192,10 @@ def test_continued_pretraining_of_a_real_electra_keeps_what_it_learned(reference
     logits = np.take_along_axis(logits, masked["positions"][..., None], axis=1)
     # The replaced sequences all are scored on: Hugging Face's generator samples.
     samples = (logits - np.log(-np.log(draws))).argmax(-1)
-    corrupted = batch["input_ids"].copy()
+    corrupted = batch["input_word_ids"].copy()
     rows = np.nonzero(used)
     corrupted[rows[0], masked["positions"][rows]] = samples[rows]
-    replaced = (corrupted != batch["input_ids"])[real]
+    replaced = (corrupted != batch["input_word_ids"])[real]
     with torch.no_grad():
         hf_scores = hf_discriminator(**torch_inputs(corrupted)).logits.numpy()[real]
     reference = {"gen_acc": (logits.argmax(-1) == masked["labels"])[used].mean(),

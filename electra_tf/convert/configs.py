@@ -33,7 +33,8 @@ def make_config(tokens: list, lower_case: Optional[bool], generator: Optional[Ge
                           "vocab the model was trained with (--vocab).")
     if lower_case is None:
         lower_case = not vocab_lib.looks_cased(tokens)
-    config = ElectraConfig(lower_case=lower_case, strip_accents=lower_case,
+    config = ElectraConfig(lower_case=lower_case,
+                           strip_accents=vocab_lib.strips_accents(lower_case),
                            **vocab_lib.special_token_ids(tokens), **architecture)
     if generator is not None:
         config = dataclasses.replace(

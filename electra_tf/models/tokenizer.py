@@ -28,7 +28,7 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         kwargs.setdefault("oov_token", "[UNK]")
         kwargs.setdefault("dtype", "int32")
         super().__init__(vocabulary=vocabulary, lowercase=lowercase,
-                         strip_accents=lowercase if strip_accents is None else strip_accents,
+                         strip_accents=vocab_lib.strips_accents(lowercase, strip_accents),
                          **kwargs)
 
     def set_vocabulary(self, vocabulary):

@@ -10,13 +10,14 @@ import os
 import shutil
 import sys
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 
 from electra_tf import run_dir
-from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, ElectraConfig
+from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, PRESETS, ElectraConfig
+from electra_tf.convert.resolve import resolve
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
 from electra_tf.errors import ConfigError
@@ -37,14 +38,37 @@ class RunInputs:
     corpus: Optional[str] = None  # raw text globs: vocab and shards are built from it
     data: Optional[str] = None  # prebuilt TFRecord shards
     vocab: Optional[str] = None  # an existing vocab file
-    vocab_size: int = 30522  # when learning the vocab
+    vocab_size: int = ElectraConfig.vocab_size  # the most a learned vocab may hold
     num_shards: int = 4
     num_processes: int = 1
-    # A model to start from: a run directory of ours or a converted model (the command
-    # line turns names and other formats into one: `electra_tf.convert.resolve`). It
-    # brings its architecture, vocab and weights; the recipe stays the config's.
-    init_checkpoint: Optional[str] = None
+    # A model to start from: any source `electra_tf.resolve` takes, or one `open_initial`
+    # opened already. It brings its architecture, vocab and weights; the recipe stays
+    # the config's.
+    init_checkpoint: Union[str, run_dir.Pretrained, None] = None
     init_name: Optional[str] = None  # how the user named it (default: init_checkpoint)
+
+
+def open_initial(spec: str) -> run_dir.Pretrained:
+    """The model a new run starts from (any source `electra_tf.resolve` takes), opened."""
+    return run_dir.open_pretrained(resolve(spec))
+
+
+def initial_config(initial: run_dir.Pretrained, overrides: dict,
+                   preset: Optional[str] = None, name: str = "") -> ElectraConfig:
+    """The config of a run that starts from `initial` (named `name` in errors): the recipe
+    of `preset` (default: the preset of the model's size, else "small") with `overrides`,
+    and the model's architecture and vocab. Overrides that would change the model it
+    brings are refused."""
+    brought = MODEL_FIELDS + (GENERATOR_FIELDS if initial.parts()["generator"] else ())
+    clashing = sorted(set(overrides) & set(brought))
+    if clashing:
+        raise ConfigError(f"--init_checkpoint {name or initial.checkpoint} brings its "
+                          f"model's {', '.join(clashing)}: drop "
+                          + ", ".join(f"--{field}" for field in clashing) + ".")
+    if preset is None:
+        preset = initial.config.preset_name
+        preset = preset if preset in PRESETS else "small"
+    return with_initial_model(ElectraConfig.preset(preset, **overrides), initial)
 
 
 def with_initial_model(config: ElectraConfig, initial: run_dir.Pretrained) -> ElectraConfig:
@@ -120,13 +144,16 @@ def _record_initial(inputs: RunInputs, run_exists: bool,
     """Opens the model a run starts from and records it in the run directory (`recorded`:
     what is recorded there already); a run already there must have started from the same
     one."""
-    name = inputs.init_name or inputs.init_checkpoint
+    initial = inputs.init_checkpoint
+    if not isinstance(initial, run_dir.Pretrained):
+        initial = open_initial(initial)
+    name = inputs.init_name or (inputs.init_checkpoint
+                                if isinstance(inputs.init_checkpoint, str) else initial.directory)
     if run_exists and (recorded or {}).get("init_checkpoint") != name:
         started = (f"from {recorded['init_checkpoint']}" if recorded
                    else "without --init_checkpoint")
         raise ConfigError(f"{inputs.model_dir} holds a run started {started}; resume it with "
                           "the same flags, or choose a new --model_dir.")
-    initial = run_dir.open_pretrained(inputs.init_checkpoint)
     run_dir.write_json(inputs.model_dir, run_dir.INIT_FILE,
                        {"init_checkpoint": name,
                         "checkpoint": os.path.abspath(initial.checkpoint)})
@@ -137,16 +164,23 @@ def _build_data(config, inputs, vocab_path) -> str:
     """Builds shards from the corpus once; reuses them when built with the same options."""
     options = builder.BuildOptions(
         vocab_path=vocab_path, max_seq_length=config.max_seq_length,
-        lower_case=config.lower_case, strip_accents=config.strip_accents, seed=config.seed)
+        lower_case=config.lower_case, strip_accents=config.strip_accents)
     data_dir = os.path.join(inputs.model_dir, run_dir.DATA_DIR)
     manifest = builder.load_manifest(data_dir)
-    if (manifest is None or manifest["options"] != dataclasses.asdict(options)
+    if (manifest is None or _without_seed(manifest["options"]) != _without_seed(
+            dataclasses.asdict(options))
             or manifest["vocab_sha256"] != builder.file_sha256(vocab_path)):
         manifest = builder.build_pretraining_data(
             inputs.corpus, data_dir, options, inputs.num_shards, inputs.num_processes)
         print(f"Built {manifest['num_examples']} examples "
               f"({manifest['examples_per_second']} examples/s).")
     return manifest["file_pattern"]
+
+
+def _without_seed(options: dict) -> dict:
+    # Runs built their shards with the run's seed before they took the builder's: their
+    # shards stay valid, and a resumed run keeps reading them.
+    return {k: v for k, v in options.items() if k != "seed"}
 
 
 def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None):

@@ -128,6 +128,12 @@ def write_vocab(tokens: list, path: str) -> None:
     files.write_text(path, "".join(f"{t}\n" for t in tokens))
 
 
+def strips_accents(lower_case: bool, strip_accents=None) -> bool:
+    """Whether text is accent-stripped: as `strip_accents` says, else as BERT's uncased
+    models do (stripped when lower-cased)."""
+    return lower_case if strip_accents is None else strip_accents
+
+
 def build_vocab(corpus_pattern, output: str, vocab_size: int, lower_case: bool,
                 strip_accents=None) -> list:
     """Learns a vocab from `corpus_pattern` (comma-separated globs, files, directories),
@@ -137,7 +143,7 @@ def build_vocab(corpus_pattern, output: str, vocab_size: int, lower_case: bool,
     Korean that would decompose Hangul syllables into jamo, hence a warning.
     """
     paths = corpus.expand_corpus(corpus_pattern)
-    strip_accents = lower_case if strip_accents is None else strip_accents
+    strip_accents = strips_accents(lower_case, strip_accents)
     if strip_accents and contains_hangul(paths):
         print("warning: the corpus contains Hangul and accent stripping is on, which "
               "decomposes syllables into jamo; pass --nolower_case or --nostrip_accents "
