@@ -36,6 +36,7 @@ def substitutions(pretrained_dir, shards, vocab_path, tmp_path_factory):
             '"shards/pretrain_data.tfrecord-*", 128, 128)': f"{shards[0]!r}, 8, 64)",
             "steps_per_epoch=1000": "steps_per_epoch=2",
             "sequence_length=128": "sequence_length=32",
+            "epochs=3": "epochs=1",
             '"exports/electra_x/': f'"{exports / "electra_x"}/'}
 
 
