@@ -168,6 +168,19 @@ def pretrained_dir(tmp_path_factory, shards, vocab_path):
 
 
 @pytest.fixture(scope="session")
+def encoder_export(tmp_path_factory, pretrained_dir):
+    """The tiny pretrained run exported as a TF Hub-style encoder + preprocessor (length
+    32): `<dir>/encoder`, `<dir>/preprocess`."""
+    from electra_tf.export import encoder as export_lib
+
+    def build(directory):
+        export_lib.export_encoder(pretrained_dir, str(directory / "electra_tiny"),
+                                  seq_length=32)
+
+    return str(build_once(tmp_path_factory, "encoder_export", build) / "electra_tiny")
+
+
+@pytest.fixture(scope="session")
 def finetuned(tmp_path_factory, pretrained_dir):
     """Fine-tuned runs of the tiny pretrained run: `cls` (sentiment labels as names, every
     other example a text pair; 2 trials), `reg` (regression), `ner` (Japanese NER

@@ -6,7 +6,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from electra_tf.export import encoder as export_lib
 from saved_models import signature_defs, tensor_specs
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Short one.", "A third text, longer "
@@ -15,10 +14,8 @@ PAIRS = ["Is it a fox?", "Yes.", "No, it is a much longer second segment " * 4]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, pretrained_dir):
-    out = str(tmp_path_factory.mktemp("export") / "electra_tiny")
-    export_lib.export_encoder(pretrained_dir, out, seq_length=32)
-    return out
+def exported(encoder_export):
+    return encoder_export
 
 
 def reference_outputs(pretrained_dir, seq_length=32):

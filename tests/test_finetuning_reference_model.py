@@ -25,14 +25,17 @@ def test_a_pretrained_encoder_beats_random_weights_by_ten_points(tmp_path, monke
     train, evaluation = novel_or_speech(256, 64)
     names = ["novel", "speech"]
     accuracy = {}
+    keras.utils.set_random_seed(0)
+    pretrained = electra_tf.ElectraTextClassifier.from_pretrained(
+        REFERENCE_MODEL / "discriminator", label_names=names, sequence_length=16)
+    encoder_config = pretrained.encoder.get_config()
     for random_init in (False, True):
-        keras.utils.set_random_seed(0)
-        clf = electra_tf.ElectraTextClassifier.from_pretrained(
-            REFERENCE_MODEL / "discriminator", label_names=names, sequence_length=16)
-        if random_init:
-            encoder = electra_tf.ElectraEncoder.from_config(clf.encoder.get_config())
-            clf = electra_tf.ElectraTextClassifier(encoder, 2, clf.preprocessor,
-                                                   label_names=names)
+        clf = pretrained
+        if random_init:  # the same architecture and preprocessor, random weights
+            keras.utils.set_random_seed(0)
+            clf = electra_tf.ElectraTextClassifier(
+                electra_tf.ElectraEncoder.from_config(encoder_config), 2,
+                pretrained.preprocessor, label_names=names)
         clf.compile_official_recipe(16, warmup_proportion=0.5)
         clf.fit([r["text"] for r in train], [r["label"] for r in train], batch_size=16,
                 verbose=0)

@@ -25,11 +25,7 @@ def _sentiment(start, n):
 
 
 @pytest.fixture(scope="module")
-def substitutions(pretrained_dir, shards, vocab_path, tmp_path_factory):
-    from electra_tf.export.encoder import export_encoder
-
-    exports = tmp_path_factory.mktemp("readme")
-    export_encoder(pretrained_dir, str(exports / "electra_x"), seq_length=64)
+def substitutions(pretrained_dir, shards, vocab_path, encoder_export):
     return {'"electra-small"': repr(pretrained_dir),
             'preset("small"': 'preset("tiny"',
             '"vocab.txt"': repr(vocab_path),
@@ -37,7 +33,7 @@ def substitutions(pretrained_dir, shards, vocab_path, tmp_path_factory):
             "steps_per_epoch=1000": "steps_per_epoch=2",
             "sequence_length=128": "sequence_length=32",
             "epochs=3": "epochs=1",
-            '"exports/electra_x/': f'"{exports / "electra_x"}/'}
+            '"exports/electra_x/': f'"{encoder_export}/'}
 
 
 def test_every_swapped_literal_occurs_in_the_blocks(substitutions):
