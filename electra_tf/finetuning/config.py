@@ -60,12 +60,14 @@ class FinetuneConfig:
     eval_split: str = "validation"  # MNLI: validation_matched / validation_mismatched
     doc_stride: int = squad.DOC_STRIDE  # QA: step between context windows
     max_query_length: int = squad.MAX_QUERY_LENGTH  # QA: question pieces kept
-    max_answer_length: int = squad.MAX_ANSWER_LENGTH  # QA: longest answer span decoded, in pieces
+    # QA: the longest answer span decoded, in pieces.
+    max_answer_length: int = squad.MAX_ANSWER_LENGTH
     # QA: the end predicted given the start (beam over starts and ends), official; False
     # predicts both independently (our earlier variant).
     qa_joint_prediction: bool = True
-    qa_beam_size: int = squad.BEAM_SIZE  # QA: starts (and ends per start) kept when decoding
-    qa_answerable_weight: float = squad.ANSWERABLE_WEIGHT  # QA: weight of the no-answer classifier's loss
+    qa_beam_size: int = squad.BEAM_SIZE  # QA: starts (and ends per start) kept decoding
+    # QA: the weight of the no-answer classifier's loss.
+    qa_answerable_weight: float = squad.ANSWERABLE_WEIGHT
     # QA (SQuAD 2.0): "" is predicted when a question's no-answer logit exceeds this.
     qa_na_threshold: float = squad.NO_ANSWER_THRESHOLD
 

@@ -4,9 +4,6 @@ import keras
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
-from electra_tf.models.finetuned import load_task_model
-from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.sources import open_model
 from electra_tf.models.task import ElectraTask, encoder_inputs
 
 
@@ -197,15 +194,9 @@ class ElectraQuestionAnswerer(ElectraTask):
     @classmethod
     def from_pretrained(cls, name_or_path: str, sequence_length=384,
                         **kwargs) -> "ElectraQuestionAnswerer":
-        """A question answerer over a pretrained encoder (any source `electra_tf.resolve`
-        takes), with its preprocessor; or a fine-tuned QA run directory, ready to
-        predict. `sequence_length` is a window's length (official: 512)."""
-        source = open_model(name_or_path)
-        if source.finetuned is not None:
-            return load_task_model(source.finetuned, cls)
-        return cls(source.encoder(),
-                   preprocessor=ElectraPreprocessor.of_model(source, sequence_length),
-                   initializer_range=source.config.initializer_range, **kwargs)
+        """`ElectraTask.from_pretrained`, with windows of `sequence_length` pieces
+        (official: 512)."""
+        return super().from_pretrained(name_or_path, sequence_length, **kwargs)
 
     def get_config(self):
         config = super().get_config()

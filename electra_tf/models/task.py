@@ -12,6 +12,9 @@ from electra_tf.config import preset_of_size
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.models import serving
+from electra_tf.models.finetuned import load_task_model
+from electra_tf.models.preprocessor import ElectraPreprocessor
+from electra_tf.models.sources import open_model
 from electra_tf.training import optimization
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
@@ -46,10 +49,14 @@ class ElectraTask(keras_hub.models.Task):
         if value is not None:
             raise AttributeError("ElectraTask's backbone is its `encoder`.")
 
-    def _init_dense_head(self, encoder, preprocessor, num_classes: int, dropout: float,
+    def _init_dense_head(self, encoder, preprocessor, num_classes, dropout: float,
                          initializer_range: float, label_names) -> None:
         """Sets the encoder, the preprocessor and a dropout + dense head of `num_classes`
-        outputs (named by `label_names`, if given)."""
+        outputs (default: one per `label_names`), named by `label_names` if given."""
+        if num_classes is None:
+            if not label_names:
+                raise ConfigError("Give num_classes or label_names.")
+            num_classes = len(label_names)
         if label_names is not None and len(label_names) != num_classes:
             raise ConfigError(f"{len(label_names)} label_names for num_classes="
                               f"{num_classes}.")
@@ -64,6 +71,11 @@ class ElectraTask(keras_hub.models.Task):
         self.head = keras.layers.Dense(
             num_classes, name="task_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
+    def _dense_head_config(self) -> dict:
+        """The constructor arguments `_init_dense_head` took, for `get_config`."""
+        return {"num_classes": self.num_classes, "dropout": self.dropout_rate,
+                "initializer_range": self.initializer_range, "label_names": self.label_names}
 
     def task_loss(self):
         raise NotImplementedError
@@ -115,10 +127,10 @@ class ElectraTask(keras_hub.models.Task):
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
         metrics of the last `compile`; a later `fit` keeps this optimizer."""
         self.build_weights()
-        arguments = getattr(self, "_compile_arguments", {})
+        if not hasattr(self, "_compile_arguments"):  # built with compile=False
+            self.compile()
         super().compile(optimizer=self.official_optimizer(total_steps, **recipe),
-                        **{"loss": self.task_loss(), "metrics": self.task_metrics(),
-                           **arguments})
+                        **self._compile_arguments)
         self.uses_official_recipe = False
 
     def official_optimizer(self, total_steps: int, learning_rate=None, layerwise_decay=None,
@@ -171,6 +183,21 @@ class ElectraTask(keras_hub.models.Task):
         return serving.write_serving_version(self, self.serving_signatures(),
                                              self.preprocessor.tokenizer, output,
                                              model_name, versions)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, sequence_length=128, **kwargs):
+        """The task model over a pretrained encoder (any source `electra_tf.resolve`
+        takes: catalog name, `hf:ORG/REPO`, URL, local HF / official / keras-hub /
+        electra_tf run directory), with its preprocessor packing to `sequence_length`;
+        `kwargs` are the class's own (`num_classes`, `label_names`, ...). Given a
+        fine-tuned run directory (`electra-finetune --model_dir`), that run's model,
+        ready to predict."""
+        source = open_model(name_or_path)
+        if source.finetuned is not None:
+            return load_task_model(source.finetuned, cls)
+        return cls(source.encoder(),
+                   preprocessor=ElectraPreprocessor.of_model(source, sequence_length),
+                   initializer_range=source.config.initializer_range, **kwargs)
 
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),

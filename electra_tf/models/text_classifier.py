@@ -5,9 +5,6 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.errors import ConfigError
-from electra_tf.models.finetuned import load_task_model
-from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.sources import open_model
 from electra_tf.models.metrics import PearsonCorrelation
 from electra_tf.models.task import ElectraTask, encoder_inputs
 from electra_tf.text.packing import TEXT, TEXT_PAIR
@@ -29,7 +26,7 @@ class ElectraTextClassifier(ElectraTask):
 
     Args:
         encoder: the discriminator `ElectraEncoder`.
-        num_classes: the classes, or 1 for regression.
+        num_classes: the classes, or 1 for regression (default: one per `label_names`).
         preprocessor: an `ElectraPreprocessor`, or None for packed inputs.
         dropout: before the head (the official recipe: the encoder's, 0.1).
         label_names: the classes' names (served with the predictions).
@@ -39,10 +36,10 @@ class ElectraTextClassifier(ElectraTask):
             `text_pair` too.
     """
 
-    def __init__(self, encoder, num_classes, preprocessor=None, dropout=0.1,
+    def __init__(self, encoder, num_classes=None, preprocessor=None, dropout=0.1,
                  initializer_range=0.02, label_names=None, label_range=None,
                  text_pairs=False, **kwargs):
-        if num_classes < 1:
+        if num_classes is not None and num_classes < 1:
             raise ConfigError(f"num_classes={num_classes}: give 2 or more classes, or 1 for "
                               "regression.")
         self._init_dense_head(encoder, preprocessor, num_classes, dropout, initializer_range,
@@ -132,34 +129,8 @@ class ElectraTextClassifier(ElectraTask):
         return {"serving_default": function}
 
 
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def from_pretrained(cls, name_or_path: str, num_classes=None, sequence_length=128,
-                        dropout=0.1, label_names=None, label_range=None,
-                        **kwargs) -> "ElectraTextClassifier":
-        """A classifier over a pretrained encoder (any source `electra_tf.resolve`
-        takes: catalog name, `hf:ORG/REPO`, URL, local HF / official / keras-hub /
-        electra_tf run directory), with its preprocessor; or, given a fine-tuned run
-        directory (`electra-finetune --model_dir`), that run's model, ready to predict.
-
-        `num_classes` defaults to the number of `label_names`."""
-        source = open_model(name_or_path)
-        if source.finetuned is not None:
-            return load_task_model(source.finetuned, cls)
-        if num_classes is None:
-            if label_names is None:
-                raise ConfigError("Give num_classes (1 for regression) or label_names.")
-            num_classes = len(label_names)
-        return cls(source.encoder(), num_classes,
-                   preprocessor=ElectraPreprocessor.of_model(source, sequence_length),
-                   dropout=dropout,
-                   initializer_range=source.config.initializer_range,
-                   label_names=label_names, label_range=label_range, **kwargs)
-
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout_rate,
-                       "initializer_range": self.initializer_range,
-                       "label_names": self.label_names, "label_range": self.label_range,
+        config.update({**self._dense_head_config(), "label_range": self.label_range,
                        "text_pairs": self.text_pairs})
         return config

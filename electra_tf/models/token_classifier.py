@@ -6,9 +6,6 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
-from electra_tf.models.finetuned import load_task_model
-from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.sources import open_model
 from electra_tf.models.task import ElectraTask, batched, encoder_inputs
 from electra_tf.text.packing import TEXT
 
@@ -44,10 +41,6 @@ class ElectraTokenClassifier(ElectraTask):
 
     def __init__(self, encoder, num_classes=None, preprocessor=None, dropout=0.0,
                  initializer_range=0.02, label_names=None, **kwargs):
-        if num_classes is None:
-            if not label_names:
-                raise ConfigError("Give num_classes or label_names (labels_for(tags)).")
-            num_classes = len(label_names)
         self._init_dense_head(encoder, preprocessor, num_classes, dropout, initializer_range,
                               label_names)
         super().__init__(**kwargs)
@@ -208,27 +201,9 @@ class ElectraTokenClassifier(ElectraTask):
 
         return {"serving_default": serve, "tag_text": tag_text}
 
-
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def from_pretrained(cls, name_or_path: str, num_classes=None, label_names=None,
-                        sequence_length=128, dropout=0.0,
-                        **kwargs) -> "ElectraTokenClassifier":
-        """A tagger over a pretrained encoder (any source `electra_tf.resolve` takes),
-        with its preprocessor; or a fine-tuned tagging run directory, ready to predict."""
-        source = open_model(name_or_path)
-        if source.finetuned is not None:
-            return load_task_model(source.finetuned, cls)
-        return cls(source.encoder(), num_classes,
-                   preprocessor=ElectraPreprocessor.of_model(source, sequence_length),
-                   dropout=dropout, initializer_range=source.config.initializer_range,
-                   label_names=label_names, **kwargs)
-
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout_rate,
-                       "initializer_range": self.initializer_range,
-                       "label_names": self.label_names})
+        config.update(self._dense_head_config())
         return config
 
 

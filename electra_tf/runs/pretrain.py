@@ -145,15 +145,15 @@ def _record_initial(inputs: RunInputs, run_exists: bool,
     what is recorded there already); a run already there must have started from the same
     one."""
     initial = inputs.init_checkpoint
-    if not isinstance(initial, run_dir.Pretrained):
-        initial = open_initial(initial)
-    name = inputs.init_name or (inputs.init_checkpoint
-                                if isinstance(inputs.init_checkpoint, str) else initial.directory)
+    opened = isinstance(initial, run_dir.Pretrained)
+    name = inputs.init_name or (initial.directory if opened else initial)
     if run_exists and (recorded or {}).get("init_checkpoint") != name:
         started = (f"from {recorded['init_checkpoint']}" if recorded
                    else "without --init_checkpoint")
         raise ConfigError(f"{inputs.model_dir} holds a run started {started}; resume it with "
                           "the same flags, or choose a new --model_dir.")
+    if not opened:
+        initial = open_initial(initial)
     run_dir.write_json(inputs.model_dir, run_dir.INIT_FILE,
                        {"init_checkpoint": name,
                         "checkpoint": os.path.abspath(initial.checkpoint)})

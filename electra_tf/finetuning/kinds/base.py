@@ -58,7 +58,7 @@ class TaskKind:
         raise NotImplementedError
 
     def task_info(self, task, cfg) -> dict:
-        """What serving needs to know besides the labels (recorded in task.json)."""
+        """What the run's task.json records about the task besides the labels."""
         return {}
 
     def loss(self, task, cfg) -> tuple:
@@ -71,7 +71,6 @@ class TaskKind:
     def prediction_files(self, data, records) -> dict:
         """{file name: JSON value} written beside predictions.jsonl (QA's official files)."""
         return {}
-
 
 
 class TaskData:
