@@ -15,7 +15,6 @@ _EXPORTS = {
     "ElectraTextClassifier": "electra_tf.models.text_classifier",
     "ElectraTokenClassifier": "electra_tf.models.token_classifier",
     "ElectraQuestionAnswerer": "electra_tf.models.question_answerer",
-    "from_pretrained": "electra_tf.models.sources",
     "resolve": "electra_tf.convert.resolve",
 }
 __all__ = list(_EXPORTS)

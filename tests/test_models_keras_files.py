@@ -8,9 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import QA_CONTEXT, QA_QUESTIONS, run_command
-from electra_tf.models import (ElectraQuestionAnswerer, ElectraTextClassifier,
-                               ElectraTokenClassifier)
-from electra_tf.models.sources import from_pretrained
+from electra_tf.models import (ElectraEncoder, ElectraPretrainer, ElectraQuestionAnswerer,
+                               ElectraTextClassifier, ElectraTokenClassifier)
 
 WORDS = [["the", "nation", "was", "strong"], ["free", "people"]]
 TEXTS = ["a delightful film", "the people were free", ""]
@@ -50,8 +49,8 @@ def test_each_public_model_round_trips_in_a_fresh_process(pretrained_dir, tmp_pa
     ids = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 3, 31, 40, 3]], np.int32)
     inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
               "input_type_ids": np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], np.int32)}
-    encoder = from_pretrained(pretrained_dir)
-    pretrainer = from_pretrained(pretrained_dir, part="pretrainer")
+    encoder = ElectraEncoder.from_pretrained(pretrained_dir)
+    pretrainer = ElectraPretrainer.from_pretrained(pretrained_dir)
     classifier = ElectraTextClassifier.from_pretrained(
         pretrained_dir, label_names=["neg", "pos"], sequence_length=16)
     regressor = ElectraTextClassifier.from_pretrained(

@@ -6,13 +6,12 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
-from electra_tf.models.sources import from_pretrained
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 
 def test_a_restored_pretrainer_compiles_and_trains_with_another_optimizer(pretrained_dir):
     assert run_dir.open_pretrained(pretrained_dir).parts()["optimizer"]
-    model = from_pretrained(pretrained_dir, part="pretrainer")
+    model = ElectraPretrainer.from_pretrained(pretrained_dir)
     assert isinstance(model, ElectraPretrainer)
     before = [v.numpy() for v in model.discriminator.weights]
     model.compile(optimizer=keras.optimizers.RMSprop(1e-4))

@@ -15,8 +15,8 @@ from conftest import REFERENCE_MODEL, SMALL_CORPUS, run_app
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.convert import api, weights
-from electra_tf.models.sources import from_pretrained
 from electra_tf.errors import ConfigError
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.runs import pretrain as run
 
 SPEECH = SMALL_CORPUS.split(",")[0]
@@ -93,7 +93,7 @@ def test_a_model_without_a_generator_gets_a_fresh_one_with_a_warning(converted, 
     config = start(model_dir, str(converted / "disc"))
     assert "gives no generator" in capsys.readouterr().err
     assert config.generator_size == ElectraConfig.preset("tiny").generator_size
-    model = from_pretrained(str(model_dir), part="pretrainer")
+    model = ElectraPretrainer.from_pretrained(str(model_dir))
     source = run_dir.open_pretrained(str(converted / "disc"))
     encoder = run_dir.load_encoder(source, source.config, 0.0)
     for ours, theirs in zip(model.discriminator.weights, encoder.weights):
@@ -201,7 +201,7 @@ def test_continued_pretraining_of_a_real_electra_keeps_what_it_learned(reference
     reference = {"gen_acc": (logits.argmax(-1) == masked["labels"])[used].mean(),
                  "disc_auc": _auc(hf_scores, replaced)}
 
-    model = from_pretrained(model_dir, part="pretrainer")
+    model = ElectraPretrainer.from_pretrained(model_dir)
 
     def ours(ids):
         return {"input_word_ids": ids, "input_mask": batch["input_mask"],

@@ -23,8 +23,8 @@ import convert_fixtures as fx
 from conftest import SMALL_CORPUS, jsonl, run_command
 from electra_tf.convert import api
 from electra_tf.convert.resolve import resolve
-from electra_tf.models.sources import from_pretrained
 from electra_tf.errors import ChecksumError, ConfigError, DownloadError
+from electra_tf.models import ElectraEncoder, ElectraPretrainer
 from electra_tf.zoo import cache, catalog, download
 from electra_tf_cli import presets
 from model_server import ModelServer
@@ -139,12 +139,12 @@ def test_official_archive_is_fetched_verified_converted_cached_then_used_offline
     assert resolve("tiny-official") == path
     ids, mask, segments = fx.batch()
     inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": segments}
-    encoder = from_pretrained("tiny-official")
+    encoder = ElectraEncoder.from_pretrained("tiny-official")
     np.testing.assert_allclose(
         encoder(inputs)["sequence_output"].numpy(),
         fx.our_outputs(sources.ours_official, ids, mask, segments)["sequence_output"],
         atol=1e-6)
-    assert from_pretrained("tiny-official", part="pretrainer").generator is not None
+    assert ElectraPretrainer.from_pretrained("tiny-official").generator is not None
     assert len(zoo.requests) == served  # every later use read the cache alone
     row = [line for line in presets.table(catalog.load()).splitlines()
            if line.startswith("| tiny-official ")]

@@ -80,6 +80,22 @@ class ElectraEncoder(keras.Model):
                    layer_norm_epsilon=config.layer_norm_epsilon,
                    name="generator" if generator else "discriminator", **kwargs)
 
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, dropout=None) -> "ElectraEncoder":
+        """The discriminator encoder of a pretrained model, restored: any source
+        `electra_tf.resolve` takes (catalog name, `hf:ORG/NAME`, URL, local Hugging Face,
+        official or keras-hub model, pretraining run). `dropout` defaults to the model's.
+
+            encoder = ElectraEncoder.from_pretrained("electra-small")
+            outputs = encoder({"input_word_ids": ids, "input_mask": mask,
+                               "input_type_ids": segments})  # int32 [batch, seq] each
+        """
+        # Deferred, as keras-hub defers its preset loaders: opening a source may convert
+        # it, and converting builds this very class.
+        from electra_tf.models.sources import open_model
+
+        return open_model(name_or_path).encoder(dropout)
+
     def call(self, inputs, training=None):
         x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
                             training=training)

@@ -1,5 +1,7 @@
 """Any model a `from_pretrained` takes, opened: a pretrained encoder (every source
-`electra_tf.resolve` takes) or a fine-tuned run directory."""
+`electra_tf.resolve` takes) or a fine-tuned run directory. `ElectraEncoder`,
+`ElectraPretrainer`, the tokenizer, the preprocessor and the task models all open their
+argument here."""
 
 import dataclasses
 import os
@@ -35,7 +37,7 @@ class ModelSource:
         parts = self.pretrained.parts()
         if not (parts["generator"] and parts["discriminator_head"]):
             raise ConfigError(f"{self.spec} has no generator and replaced-token-detection "
-                              "head: load part='encoder', or "
+                              "head: load ElectraEncoder.from_pretrained, or "
                               "continue pretraining with electra-pretrain --init_checkpoint, "
                               "which starts a fresh generator.")
         config = self.config if dropout is None else self.config.replace(dropout=dropout)
@@ -63,19 +65,3 @@ def open_model(spec: str) -> ModelSource:
     pretrained = run_dir.open_pretrained(resolve(spec))
     return ModelSource(spec, pretrained.config, pretrained.vocab_path, pretrained=pretrained)
 
-
-def from_pretrained(spec: str, part: str = "encoder", dropout: Optional[float] = None):
-    """The pretrained model `spec` names (any source `electra_tf.resolve` takes), restored.
-
-    part="encoder": the discriminator `ElectraEncoder` (what fine-tuning starts from);
-    part="pretrainer": the whole `ElectraPretrainer` (generator and heads too), for a
-    source that has them. `dropout` defaults to the model's.
-
-        encoder = electra_tf.from_pretrained("electra-small")
-        outputs = encoder({"input_word_ids": ids, "input_mask": mask,
-                           "input_type_ids": segments})  # int32 [batch, seq] each
-    """
-    if part not in ("encoder", "pretrainer"):
-        raise ConfigError(f"part={part!r}; choose encoder or pretrainer.")
-    source = open_model(spec)
-    return source.encoder(dropout) if part == "encoder" else source.pretrainer(dropout)

@@ -45,7 +45,7 @@ class ElectraPretrainer(keras.Model):
     Example:
     >>> cfg = ElectraConfig.preset("tiny")
     >>> model = ElectraPretrainer(cfg)
-    >>> model.compile(optimizer=electra_tf.training.create_optimizer(cfg, model))
+    >>> model.compile(optimizer=create_pretraining_optimizer(cfg, model))  # training.optimization
     >>> model.fit(dataset, steps_per_epoch=100)
     >>> encoder = model.discriminator
     """
@@ -97,6 +97,16 @@ class ElectraPretrainer(keras.Model):
         return [self.loss_tracker, *self.generator_metrics.values(),
                 *self.encoder_metrics.values(),
                 *([self.replaced_fraction] if self.replaced_fraction is not None else [])]
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, dropout=None) -> "ElectraPretrainer":
+        """The whole pretraining model (generator and heads too) of a source that has them,
+        restored (any source `ElectraEncoder.from_pretrained` takes), e.g. to continue
+        pretraining with `fit`. `dropout` defaults to the model's."""
+        # Deferred, as in ElectraEncoder.from_pretrained: converting builds this class.
+        from electra_tf.models.sources import open_model
+
+        return open_model(name_or_path).pretrainer(dropout)
 
     def build_all(self, seq_length=None):
         """Creates every variable by running one forward pass on a dummy batch.
