@@ -20,7 +20,7 @@ from absl import app, flags  # noqa: E402
 from electra_tf import run_dir  # noqa: E402
 from electra_tf.finetuning import readers, tasks  # noqa: E402
 from electra_tf.finetuning.features import Encoder  # noqa: E402
-from electra_tf.text.tokenizer import make_tokenizer  # noqa: E402
+from electra_tf.text.tokenizer import ElectraTokenizer  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("init_checkpoint", None, "Pretraining run directory (or checkpoint).")
@@ -65,8 +65,7 @@ def main(argv):
     index = {label: i for i, label in enumerate(labels)}
     pretrained = run_dir.open_pretrained(FLAGS.init_checkpoint)
     config = pretrained.config
-    packer = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,
-                                    config.strip_accents),
+    packer = Encoder(ElectraTokenizer.of_model(pretrained),
                      pretrained.special_ids, FLAGS.max_seq_length)
     encode = lambda examples: packer.encode_pairs(  # noqa: E731
         [e.text for e in examples], [e.text_pair for e in examples])

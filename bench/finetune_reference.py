@@ -39,7 +39,7 @@ from electra_tf.finetuning.config import FinetuneConfig  # noqa: E402
 from electra_tf.finetuning.features import Encoder  # noqa: E402
 from electra_tf.runs.finetune import finetune  # noqa: E402
 from electra_tf.text.sentences import split_sentences  # noqa: E402
-from electra_tf.text.tokenizer import make_tokenizer  # noqa: E402
+from electra_tf.text.tokenizer import ElectraTokenizer  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
@@ -129,9 +129,7 @@ def huggingface(run, train, evaluation, label_field, seed) -> float:
     train_examples, eval_examples = read(train), read(evaluation)
     labels = sorted({e.label for e in train_examples})
     pretrained = run_dir.open_pretrained(run)
-    config = pretrained.config
-    encoder = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,
-                                     config.strip_accents), pretrained.special_ids,
+    encoder = Encoder(ElectraTokenizer.of_model(pretrained), pretrained.special_ids,
                       cfg.max_seq_length)
 
     def tensors(examples):

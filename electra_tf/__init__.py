@@ -10,7 +10,7 @@ _EXPORTS = {
     "ElectraConfig": "electra_tf.config",
     "ElectraEncoder": "electra_tf.layers.encoder",
     "ElectraPretrainer": "electra_tf.pretraining.pretrainer",
-    "ElectraTokenizer": "electra_tf.models.tokenizer",
+    "ElectraTokenizer": "electra_tf.text.tokenizer",
     "ElectraPreprocessor": "electra_tf.models.preprocessor",
     "ElectraTextClassifier": "electra_tf.models.text_classifier",
     "ElectraTokenClassifier": "electra_tf.models.token_classifier",

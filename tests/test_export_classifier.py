@@ -46,11 +46,11 @@ def exported(finetuned, tmp_path_factory):
 
 def restore(model_dir):
     """The fine-tuned Keras model and the training-side (eager, numpy) feature encoder."""
-    from electra_tf.text.tokenizer import make_tokenizer
+    from electra_tf.text.tokenizer import ElectraTokenizer
 
     restored = load_finetuned(model_dir)
-    tokenizer = make_tokenizer(restored.vocab_path, restored.encoder_config.lower_case,
-                               restored.encoder_config.strip_accents)
+    tokenizer = ElectraTokenizer(restored.vocab_path, restored.encoder_config.lower_case,
+                                 restored.encoder_config.strip_accents)
     return restored, features.Encoder(tokenizer, restored.special_ids,
                                       restored.max_seq_length)
 

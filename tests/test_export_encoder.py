@@ -22,13 +22,12 @@ def reference_outputs(pretrained_dir, seq_length=32):
     """The in-training model's outputs on TEXTS and (TEXTS, PAIRS), as fine-tuning encodes."""
     from electra_tf.finetuning.features import Encoder
     from electra_tf.run_dir import load_encoder, open_pretrained
-    from electra_tf.text.tokenizer import make_tokenizer
+    from electra_tf.text.tokenizer import ElectraTokenizer
 
     pretrained = open_pretrained(pretrained_dir)
     config = pretrained.config
     encoder = load_encoder(pretrained, config, dropout=config.dropout)
-    packer = Encoder(make_tokenizer(pretrained.vocab_path, config.lower_case,
-                                    config.strip_accents), pretrained.special_ids, seq_length,
+    packer = Encoder(ElectraTokenizer.of_model(pretrained), pretrained.special_ids, seq_length,
                      truncation="round_robin")  # TF Hub's convention, as the preprocessor
     results = {}
     for name, pairs in (("single", None), ("pair", PAIRS)):

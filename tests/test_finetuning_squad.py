@@ -5,7 +5,7 @@ import pytest
 
 from electra_tf.finetuning import squad
 from electra_tf.errors import TaskDataError
-from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "capital", "of", "france",
          "is", "paris", "what", "?", ".", "a", "city", "river", "seine", "flows", "through",
@@ -39,7 +39,7 @@ def test_reader_maps_answers_to_words_and_refuses_bad_offsets(tmp_path):
 
 def test_long_context_is_windowed_with_stride_and_targets_follow_the_answer(tmp_path):
     (example,) = squad.read_squad(squad_file(tmp_path, [seine_question()]))
-    tokenizer = make_tokenizer(VOCAB, lower_case=True, strip_accents=True)
+    tokenizer = ElectraTokenizer(VOCAB, lowercase=True)
     features = squad.create_features([example], tokenizer, SPECIAL, max_length=24,
                                      doc_stride=8, max_query_length=10)
     assert len(features.example_index) > 3  # the context does not fit one window
@@ -65,7 +65,7 @@ def test_decoding_picks_the_best_valid_span_and_handles_no_answer(tmp_path):
     qas = [seine_question(), {"id": "q2", "question": "What is big?", "answers": [],
                               "is_impossible": True}]
     examples = squad.read_squad(squad_file(tmp_path, qas))
-    tokenizer = make_tokenizer(VOCAB, lower_case=True, strip_accents=True)
+    tokenizer = ElectraTokenizer(VOCAB, lowercase=True)
     features = squad.create_features(examples, tokenizer, SPECIAL, max_length=24,
                                      doc_stride=8, max_query_length=10)
     assert features.impossible.tolist() == [float(features.example_index[row] == 1)

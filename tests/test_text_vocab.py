@@ -2,7 +2,7 @@ import pytest
 
 from electra_tf.text import vocab
 from electra_tf.errors import VocabError
-from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 from conftest import DEMO
 
 
@@ -13,7 +13,7 @@ def test_learned_vocab_has_special_tokens_first_and_tokenizes_in_graph(vocab_pat
     assert vocab.special_token_ids(tokens) == {
         "pad_token_id": 0, "unk_token_id": 1, "cls_token_id": 2, "sep_token_id": 3,
         "mask_token_id": 4}
-    tokenizer = make_tokenizer(vocab_path, lower_case=True, strip_accents=True)
+    tokenizer = ElectraTokenizer(vocab_path, lowercase=True)
     ids = tokenizer(["The American people"])[0]
     assert 1 not in ids  # common words are in the vocab, not [UNK]
     assert tokenizer.detokenize([ids]) == ["the american people"]
@@ -24,7 +24,7 @@ def test_korean_vocab_keeps_hangul_syllables(tmp_path):
     assert vocab.contains_hangul([korean])
     tokens = vocab.learn_vocab([korean], 2000, lower_case=False, strip_accents=False)
     assert "대한민국" in tokens or "대한" in tokens
-    tokenizer = make_tokenizer(tokens, lower_case=False, strip_accents=False)
+    tokenizer = ElectraTokenizer(tokens, lowercase=False)
     ids = tokenizer(["대한민국은 민주공화국이다."])[0]
     unk = tokens.index("[UNK]")
     assert ids and unk not in ids

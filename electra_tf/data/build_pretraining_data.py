@@ -50,9 +50,9 @@ def _tokenized_stream(paths, options: BuildOptions, vocab_tokens: list,
                       stats: corpus.DecodeStats, open_binary=None):
     """Yields (path, token ids) per sentence, (path, None) at each document end and
     (path, _END_OF_FILE) after each file."""
-    from electra_tf.text.tokenizer import make_tokenizer, tokenize_to_lists
+    from electra_tf.text.tokenizer import ElectraTokenizer, tokenize_to_lists
 
-    tokenizer = make_tokenizer(vocab_tokens, options.lower_case, options.strip_accents)
+    tokenizer = ElectraTokenizer(vocab_tokens, options.lower_case, options.strip_accents)
     pending = []  # sentences (str) or None (document end), in corpus order
 
     def flush(path):

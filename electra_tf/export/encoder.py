@@ -21,7 +21,7 @@ from electra_tf import files, run_dir
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.models.serving import Reusable
 from electra_tf.text.packing import pack_segments
-from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 
 
 def _encoder_inputs_spec():
@@ -84,7 +84,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
     """
     module = Reusable()
     module.vocab_file = tf.saved_model.Asset(vocab_path)
-    module.tokenizer = make_tokenizer(vocab_path, lower_case, strip_accents)
+    module.tokenizer = ElectraTokenizer(vocab_path, lower_case, strip_accents)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(strings):

@@ -12,5 +12,5 @@ from electra_tf.models.preprocessor import ElectraPreprocessor  # noqa: E402,F40
 from electra_tf.models.question_answerer import ElectraQuestionAnswerer  # noqa: E402,F401
 from electra_tf.models.text_classifier import ElectraTextClassifier  # noqa: E402,F401
 from electra_tf.models.token_classifier import ElectraTokenClassifier  # noqa: E402,F401
-from electra_tf.models.tokenizer import ElectraTokenizer  # noqa: E402,F401
+from electra_tf.text.tokenizer import ElectraTokenizer  # noqa: E402,F401
 from electra_tf.pretraining.pretrainer import ElectraPretrainer  # noqa: E402,F401

@@ -10,7 +10,7 @@ from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
 from electra_tf.models.preprocessor import ElectraPreprocessor
-from electra_tf.models.tokenizer import ElectraTokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 
 # The task models of runs written before they became `ElectraTask`s (their head config
 # named the head's width `head_outputs`).

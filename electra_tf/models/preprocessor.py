@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError, check_choice
 from electra_tf.models.sources import open_model
-from electra_tf.models.tokenizer import ElectraTokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.text.packing import TRUNCATIONS, pack_segments, pack_words
 from electra_tf.text.tokenizer import tokenize_ragged
 

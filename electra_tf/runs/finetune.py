@@ -19,7 +19,7 @@ from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models.finetuned import build_task_model
-from electra_tf.text.tokenizer import make_tokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.training import runtime as runtime_lib
 from electra_tf.training.optimization import create_finetuning_optimizer
 from electra_tf.training.runtime import RuntimeOptions
@@ -105,8 +105,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
                                        else eval_file, training=False)
     labels = kind.labels(task, train_examples, cfg)
     kind.check_labels(eval_examples, labels, cfg)
-    tokenizer = make_tokenizer(pretrained.vocab_path, encoder_config.lower_case,
-                               encoder_config.strip_accents)
+    tokenizer = ElectraTokenizer(pretrained.vocab_path, encoder_config.lower_case,
+                                 encoder_config.strip_accents)
     data = kind.prepare(task, cfg, tokenizer, pretrained.special_ids, train_examples,
                         eval_examples, labels)
     model_info = {"class_name": kind.model_class,

@@ -1,33 +1,64 @@
-"""The in-graph WordPiece tokenizer used everywhere: data building, fine-tuning, export.
+"""`ElectraTokenizer`, the in-graph WordPiece tokenizer used everywhere: data building,
+fine-tuning, the task models, exports."""
 
-A thin factory over keras-hub's `WordPieceTokenizer` (tf-text ops, BERT pre-tokenization),
-so the same ops run in `tf.data`, in Python and inside exported SavedModels.
-"""
-
+import keras
 import keras_hub
 import tensorflow as tf
 
+from electra_tf.text import vocab as vocab_lib
 
-def make_tokenizer(vocab, lower_case: bool, strip_accents: bool, sequence_length=None):
-    """Returns a `keras_hub.tokenizers.WordPieceTokenizer`.
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
+    """keras-hub's WordPiece tokenizer (tf-text ops, BERT pre-tokenization) with ELECTRA's
+    vocab rules: the special tokens must be there and `[PAD]` is id 0.
+
+    Strings [batch] in, int32 ids ragged [batch, (pieces)] out (dense with
+    `sequence_length`); the same ops run in `tf.data`, eagerly and inside SavedModels.
+    The vocab is saved as an asset of `.keras` files.
 
     Args:
-        vocab: path to a vocab file or a list of tokens.
-        lower_case: lower-case the text (uncased models).
-        strip_accents: NFD-normalize and drop combining marks (BERT's uncased behaviour;
-            turn off for Korean, whose syllables it would decompose into jamo).
-        sequence_length: pad/truncate to this length; None gives ragged ids.
-
-    Calling it on a string tensor of shape [batch] returns int32 ids, ragged [batch, None].
+        vocabulary: a vocab file or a list of tokens.
+        lowercase: lower-case the text (uncased models).
+        strip_accents: NFD-normalize and drop combining marks; None follows `lowercase`
+            (BERT's uncased behaviour; keep it off for Korean, whose syllables it would
+            decompose into jamo).
     """
-    return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=vocab,
-        sequence_length=sequence_length,
-        lowercase=lower_case,
-        strip_accents=strip_accents,
-        oov_token="[UNK]",
-        dtype="int32",
-    )
+
+    def __init__(self, vocabulary=None, lowercase=True, strip_accents=None, **kwargs):
+        kwargs.setdefault("oov_token", "[UNK]")
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(vocabulary=vocabulary, lowercase=lowercase,
+                         strip_accents=vocab_lib.strips_accents(lowercase, strip_accents),
+                         **kwargs)
+
+    def set_vocabulary(self, vocabulary):
+        if isinstance(vocabulary, str):
+            vocabulary = vocab_lib.load_vocab(vocabulary)
+        elif vocabulary is not None:
+            vocabulary = vocab_lib.checked(list(vocabulary), "the vocabulary given")
+        super().set_vocabulary(vocabulary)
+
+    @property
+    def special_ids(self) -> dict:
+        """{"pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id",
+        "mask_token_id"} of the vocab."""
+        return vocab_lib.special_token_ids(self.vocabulary)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> "ElectraTokenizer":
+        """The tokenizer of a model: a catalog name, `hf:ORG/REPO`, an archive URL, or a
+        local Hugging Face, official, keras-hub or electra_tf directory."""
+        # Deferred, as in ElectraEncoder.from_pretrained: opening a source may convert it.
+        from electra_tf.models.sources import open_model
+
+        return cls.of_model(open_model(name_or_path), **kwargs)
+
+    @classmethod
+    def of_model(cls, source, **kwargs) -> "ElectraTokenizer":
+        """The tokenizer of an opened model (`models.sources.ModelSource`)."""
+        return cls(source.vocab_path, lowercase=source.config.lower_case,
+                   strip_accents=source.config.strip_accents, **kwargs)
 
 
 def tokenize_ragged(tokenizer, texts) -> tf.RaggedTensor:
