@@ -3,19 +3,28 @@
 import contextlib
 import json
 import os
+import secrets
 import shutil
+
+from electra_tf.errors import ConfigError
 
 
 def write_text(path: str, text: str) -> None:
     """Writes `text` to a temporary file beside `path`, then renames it over `path`.
 
-    The temporary name is unique to the process: workers of one multi-worker run write
-    the same config into the same run directory at the same time.
+    The temporary name is unique (`unique_name`): workers of one multi-worker run write
+    the same config into the same run directory at the same time. On an error (a full
+    disk) the temporary file is removed and `path` keeps its last complete version.
     """
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    tmp = unique_name(path, ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def write_json(path: str, value, **dump_options) -> None:
@@ -23,20 +32,43 @@ def write_json(path: str, value, **dump_options) -> None:
     write_text(path, json.dumps(value, indent=2, **dump_options) + "\n")
 
 
+def unique_name(path: str, suffix: str) -> str:
+    """`path` + `suffix` + a part no other process or call uses (pid and random bits): two
+    processes writing the same output never share, or delete, each other's work."""
+    return f"{path}{suffix}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def check_new_directory(path: str) -> None:
+    """Raises ConfigError unless `path` is absent or an empty directory: a command never
+    deletes or overwrites what it did not create."""
+    if os.path.isdir(path) and not os.listdir(path):
+        return
+    if os.path.lexists(path):
+        raise ConfigError(f"{path!r} already exists and is not an empty directory; write to a "
+                          "new path (nothing there is deleted or overwritten).")
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str):
-    """Yields `path.partial` to fill; on success it replaces `path`, on error it is removed.
+    """Yields a new, empty directory beside `path` to fill; on success it is renamed to
+    `path`, on error (or a kill) it is removed and `path` is untouched.
 
-    The temporary name is not a number, so a TF Serving server watching the parent of a
-    version directory never loads it half-written.
+    `path` must be absent or an empty directory (`check_new_directory`): nothing that was
+    there is ever deleted. The temporary name is unique to the call and is not a number, so
+    a TF Serving server watching the parent of a version directory never loads it
+    half-written, and two processes never share it.
     """
-    partial = path.rstrip("/") + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
+    path = os.path.normpath(path)
+    check_new_directory(path)
+    partial = unique_name(path, ".partial")
+    os.mkdir(partial)
     try:
         yield partial
+        try:
+            os.replace(partial, path)  # replaces an empty directory only
+        except OSError as e:
+            raise ConfigError(f"{path!r} appeared while it was being written (another "
+                              f"process?): {e.strerror}; the new copy was removed.") from e
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    os.replace(partial, path)

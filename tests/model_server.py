@@ -27,6 +27,7 @@ class ModelServer:
         self.corrupt = set()  # URL paths whose bytes are served altered (same length)
         self.cut = {}  # URL path -> transfers still to cut off halfway
         self.stall = set()  # URL paths whose transfer sends half, then hangs
+        self.redirects = {}  # URL path -> the Location it redirects to
         self.requests = []  # (method, path) of every request
         self._server = None
 
@@ -117,6 +118,12 @@ def _handler(server: ModelServer):
         def _answer(self, body: bool):
             path = self._path()
             server.requests.append((self.command, path))
+            if path in server.redirects:
+                self.send_response(302)
+                self.send_header("Location", server.redirects[path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if path.startswith("/api/models/"):
                 repo = "/".join(path[len("/api/models/"):].split("/")[:2])
                 if repo not in server.repos:

@@ -158,3 +158,25 @@ def test_tensorflow_hub_keras_layer_fine_tunes_it(exported):
     counts = result.stdout.split()
     trainable, changed = int(counts[counts.index("trainable") + 1]), int(counts[-1])
     assert trainable > 0 and changed == trainable, result.stdout
+
+
+def test_export_never_deletes_or_overwrites_an_existing_directory(pretrained_dir, tmp_path,
+                                                                  monkeypatch):
+    from conftest import run_app
+    from electra_tf.errors import ConfigError
+    from electra_tf.export.encoder import export_encoder
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("not the exporter's")
+    monkeypatch.chdir(mine)
+    with pytest.raises(ConfigError, match="'.' already exists and is not an empty directory"):
+        export_encoder(pretrained_dir, ".")
+    runs = run_app("electra_tf_cli.export_encoder",
+                   ["--checkpoint", pretrained_dir, "--output", mine],
+                   ["--checkpoint", pretrained_dir, "--output", mine / "keep.txt"])
+    for run in runs:
+        assert run["code"] == 2 and "Traceback" not in run["stderr"], run
+        assert "already exists and is not an empty directory" in run["stderr"]
+    assert os.listdir(mine) == ["keep.txt"]
+    assert (mine / "keep.txt").read_text() == "not the exporter's"

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import types
 import zipfile
@@ -221,7 +222,7 @@ def test_a_transfer_cut_halfway_is_retried_cleanly(zoo, sources, tmp_path, capfd
     fx.assert_same_weights(tmp_path / "expected", resolve("tiny-hub"))
     assert capfd.readouterr().err.count("broke off") == 2
 
-    cache.remove_downloads("tiny-official")
+    cache.remove_unfinished("tiny-official")
     os.rename(cache.model_dir("tiny-official"), str(tmp_path / "moved"))
     zoo.cut[ZIP_PATH] = download.ATTEMPTS
     with pytest.raises(DownloadError, match=f"broke off {download.ATTEMPTS} times"):
@@ -276,9 +277,9 @@ def test_a_killed_download_or_conversion_never_leaves_an_entry_that_looks_comple
     process = subprocess.Popen([sys.executable, "-c", "from electra_tf.convert.resolve import "
                                 "resolve; resolve('tiny-official')"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    partial = os.path.join(cache.downloads_dir("tiny-official"), "electra_tiny.zip.part")
+    partial = os.path.join(cache.downloads_dir("tiny-official"), "electra_tiny.zip.part-*")
     deadline = time.time() + 120
-    while not (os.path.exists(partial) and os.path.getsize(partial)):
+    while not any(os.path.getsize(path) for path in glob.glob(partial)):
         assert time.time() < deadline and process.poll() is None, "the download never began"
         time.sleep(0.2)
     process.kill()
@@ -299,11 +300,12 @@ def test_a_killed_download_or_conversion_never_leaves_an_entry_that_looks_comple
     result = subprocess.run([sys.executable, "-c", killed_while_converting],
                             capture_output=True, timeout=300)
     assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
-    assert os.path.isdir(cache.model_dir("tiny-official") + ".partial")  # half done...
+    assert glob.glob(cache.model_dir("tiny-official") + ".partial-*")  # half done...
     assert cache.cached("tiny-official") is None  # ...and never taken for a model
     assert not os.path.exists(cache.model_dir("tiny-official"))
     assert resolve("tiny-official") == cache.model_dir("tiny-official")
     assert cache.cached("tiny-official")
+    assert not glob.glob(cache.model_dir("tiny-official") + ".partial-*")  # cleared
 
 
 def test_commands_take_a_model_name_and_work_offline_once_cached(zoo, tmp_path):
@@ -325,3 +327,110 @@ def test_commands_take_a_model_name_and_work_offline_once_cached(zoo, tmp_path):
     assert [line for line in listed.splitlines() if line.startswith("| tiny-hub ")][0].endswith(
         "| yes |")
     assert len(zoo.requests) == served
+
+
+def _tar(members: list) -> bytes:
+    """A gzipped tar of `members`: (TarInfo, bytes or None)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for info, data in members:
+            info.size = len(data or b"")
+            archive.addfile(info, io.BytesIO(data) if data else None)
+    return buffer.getvalue()
+
+
+def _member(name: str, kind=tarfile.REGTYPE, target: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info
+
+
+def _zip_of(names: list) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"x")
+    return buffer.getvalue()
+
+
+def test_hostile_archives_and_urls_are_refused_before_anything_is_unpacked(
+        zoo, tmp_path, monkeypatch):
+    config = (_member("model/config.json"), b"{}")
+    archives = {
+        "/symlink.tar.gz": (_tar([config, (_member("model/x", tarfile.SYMTYPE,
+                                                   str(tmp_path / "escaped")), None)]),
+                            "'model/x', a link or device"),
+        "/hardlink.tar.gz": (_tar([config, (_member("model/y", tarfile.LNKTYPE,
+                                                    "model/config.json"), None)]),
+                             "'model/y', a link or device"),
+        "/device.tar.gz": (_tar([(_member("model/z", tarfile.CHRTYPE), None)]),
+                           "a link or device"),
+        "/climbing.zip": (_zip_of(["model/config.json", "../../escaped.txt"]),
+                          "'../../escaped.txt', a path outside the archive"),
+        "/empty.zip": (_zip_of([]), "is empty"),
+        "/bomb.tar.gz": (_tar([config, (_member("model/zeros"), bytes(200_000))]),
+                         "unpacks to 200,002 bytes, over the limit of 100,000"),
+    }
+    monkeypatch.setattr(download, "MAX_BYTES", 100_000)  # the bomb is 400 bytes packed
+    zoo.redirects["/to-file.zip"] = "file:///etc/passwd"
+    for path, (data, message) in archives.items():
+        url = zoo.add_file(path, data)
+        with pytest.raises(DownloadError, match=message):
+            resolve(url)
+        assert_nothing_cached(catalog.lookup(url).name)
+    with pytest.raises(DownloadError, match=r"is [\d,]+ bytes or more, over the limit of 100,000"):
+        resolve("tiny-official")  # its Content-Length alone is over the limit
+    with pytest.raises(DownloadError, match="to-file.zip: InvalidSchema"):
+        resolve(zoo.url + "/to-file.zip")
+    assert not glob.glob(str(tmp_path / "**" / "escaped*"), recursive=True)
+    pinned = "a" * 64
+    for spec, message in (
+            ("http://mirror.example/electra.zip", "plain http, which anyone on the way"),
+            ("https://", "is not an archive URL"),
+            ("https://mirror.example/a.zip#md5=1", "the only URL fragment read"),
+            ("hf:../x", "write a Hub repo as hf:ORG/REPO")):
+        with pytest.raises(ConfigError, match=message):
+            resolve(spec)
+    pinned_http = catalog.lookup(f"http://mirror.example/electra.zip#sha256={pinned}")
+    assert (pinned_http.source.url, pinned_http.source.sha256) == (
+        "http://mirror.example/electra.zip", pinned)
+    monkeypatch.setenv(catalog.CATALOG_ENV, write_catalog(
+        tmp_path / "c.json", zoo, plain={"source": {
+            "format": "official", "url": "http://mirror.example/electra_small.zip"}}))
+    with pytest.raises(ConfigError, match="c.json: plain: 'http://mirror.example/electra_small"
+                                          ".zip' is plain http"):
+        resolve("tiny-official")
+
+
+def test_processes_fetching_one_model_at_once_take_turns(zoo, capfd):
+    import concurrent.futures
+
+    downloads = zoo.requests.count(("GET", ZIP_PATH))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # a lock file per entry: flock
+        paths = list(pool.map(lambda _: resolve("tiny-official"), range(4)))  # fds collide
+    assert paths == [cache.model_dir("tiny-official")] * 4
+    assert zoo.requests.count(("GET", ZIP_PATH)) == downloads + 1  # the others found it
+    assert "Waiting for another process working on tiny-official" in capfd.readouterr().err
+    assert cache.cached("tiny-official")
+    assert sorted(os.listdir(os.path.join(cache.home(), "models"))) == ["tiny-official"]
+
+
+def test_a_hub_generator_is_fetched_at_the_discriminators_revision(monkeypatch, capsys):
+    from electra_tf.zoo import fetch
+
+    fetched = []
+
+    def fetch_hub_repo(repo, revision, select):
+        fetched.append((repo, revision))
+        return f"/snapshots/{repo}", f"commit-of-{repo}@{revision}"
+
+    monkeypatch.setattr(download, "fetch_hub_repo", fetch_hub_repo)
+    entry = catalog.lookup("hf:org/x-discriminator@v1")
+    for generator_has_v1, revision in ((True, "v1"), (False, "main")):
+        monkeypatch.setattr(download, "hub_repo_exists",
+                            lambda repo, rev="main": generator_has_v1 or rev == "main")
+        fetched.clear()
+        facts = fetch.fetch(entry).facts
+        assert fetched == [("org/x-discriminator", "v1"), ("org/x-generator", revision)]
+        assert facts["commits"]["org/x-generator"] == f"commit-of-org/x-generator@{revision}"
+    assert "org/x-generator has no revision v1; using its main" in capsys.readouterr().err

@@ -50,17 +50,21 @@ def _cached_or_fetched(entry: catalog.Entry) -> str:
     directory = cache.cached(entry.name)
     if directory:
         return directory
-    print(f"Fetching {entry.name} ({entry.description}) into {cache.model_dir(entry.name)}",
-          file=sys.stderr)
-    facts = {"name": entry.name, "source": dataclasses.asdict(entry.source)}
-    cache.remove_downloads(entry.name)  # what a killed earlier attempt left
-    try:
-        with cache.new_entry(entry.name, facts) as output:
-            fetched = fetch.fetch(entry)
-            facts.update(fetched.facts)
-            _convert_fetched(fetched, output, entry.source.lower_case)
-    finally:
-        cache.remove_downloads(entry.name)
+    with cache.locked(entry.name):
+        directory = cache.cached(entry.name)  # fetched by another process while we waited
+        if directory:
+            return directory
+        print(f"Fetching {entry.name} ({entry.description}) into "
+              f"{cache.model_dir(entry.name)}", file=sys.stderr)
+        facts = {"name": entry.name, "source": dataclasses.asdict(entry.source)}
+        cache.remove_unfinished(entry.name)
+        try:
+            with cache.new_entry(entry.name, facts) as output:
+                fetched = fetch.fetch(entry)
+                facts.update(fetched.facts)
+                _convert_fetched(fetched, output, entry.source.lower_case)
+        finally:
+            cache.remove_unfinished(entry.name)
     return cache.model_dir(entry.name)
 
 
@@ -90,10 +94,16 @@ def _convert_local(path: str, layout: str) -> str:
     facts = cache.read_entry(name)
     if facts is not None and facts.get("fingerprint") == fingerprint:
         return cache.cached(name)
-    print(f"Converting {path} ({layout}) into {cache.model_dir(name)}", file=sys.stderr)
-    with cache.new_entry(name, {"name": name, "source": {"format": layout, "path": path},
-                                "fingerprint": fingerprint}) as output:
-        _convert(layout, path, output)
+    with cache.locked(name):
+        facts = cache.read_entry(name)  # converted by another process while we waited
+        if facts is not None and facts.get("fingerprint") == fingerprint:
+            return cache.cached(name)
+        print(f"Converting {path} ({layout}) into {cache.model_dir(name)}", file=sys.stderr)
+        cache.remove_entry(name)  # converted from files that have changed since
+        cache.remove_unfinished(name)
+        with cache.new_entry(name, {"name": name, "source": {"format": layout, "path": path},
+                                    "fingerprint": fingerprint}) as output:
+            _convert(layout, path, output)
     return cache.model_dir(name)
 
 

@@ -116,7 +116,9 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
 def export_encoder(checkpoint: str, output: str, seq_length: int = 128) -> dict:
     """Writes `output/encoder` and `output/preprocess` for a pretraining run (or a converted
-    one); returns their paths. Written beside `output` first, then renamed into place."""
+    one); returns their paths. Written beside `output` first, then renamed into place;
+    `output` must not exist yet (or be an empty directory)."""
+    files.check_new_directory(output)  # before the slow part
     pretrained = run_dir.open_pretrained(checkpoint)
     config = pretrained.config
     encoder = run_dir.load_encoder(pretrained, config, dropout=config.dropout)

@@ -2,23 +2,29 @@
 
     models/<name>/           a converted model: a run directory (`run_dir`'s layout) plus
                              zoo_entry.json (source, download checksums, every file's sha256)
-    models/<name>.partial/   a download or conversion under way (never read as a model)
+    models/<name>.partial-*/ a conversion under way (never read as a model)
     downloads/<name>/        archives while they are unpacked and converted (then removed)
+    locks/<name>.lock        held by the one process fetching or converting <name>
     checksums.json           {URL: sha256} recorded at a source's first download and
                              checked on every later download of it
 
 Hugging Face repos download into the Hugging Face cache (`$HF_HUB_CACHE`), shared with
 `transformers`. A model directory appears by one rename once it is complete, so a download
 or conversion killed at any point never leaves an entry that looks complete; a later use
-verifies the entry's files against the sha256 sums written with it.
+verifies the entry's files against the sha256 sums written with it. Processes fetching the
+same entry at once take turns (`locked`): the second finds the first's entry cached.
 """
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
 import shutil
+import sys
 from typing import Optional
+
+import filelock
 
 from electra_tf import files
 from electra_tf.errors import ConfigError
@@ -97,14 +103,44 @@ def new_entry(name: str, facts: dict):
     final = model_dir(name)
     os.makedirs(os.path.dirname(final), exist_ok=True)
     with files.atomic_directory(final) as partial:
-        os.makedirs(partial)
         yield partial
         files.write_json(os.path.join(partial, ENTRY_FILE),
                          dict(facts, files=_file_sums(partial)))
 
 
-def remove_downloads(name: str) -> None:
+@contextlib.contextmanager
+def locked(name: str):
+    """Holds the lock of cache entry `name` (or of `checksums.json`): one process at a time
+    checks, fetches and writes it. The operating system releases it when a holder dies."""
+    directory = os.path.join(home(), "locks")
+    os.makedirs(directory, exist_ok=True)
+    lock = filelock.FileLock(os.path.join(directory, name + ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        print(f"Waiting for another process working on {name} in {home()}...",
+              file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def remove_unfinished(name: str) -> None:
+    """Removes what killed earlier attempts at entry `name` left (its downloads and
+    partial directories). Only under `locked(name)`, where no other process writes them."""
     shutil.rmtree(downloads_dir(name), ignore_errors=True)
+    for partial in glob.glob(glob.escape(model_dir(name)) + ".partial-*"):
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def remove_entry(name: str) -> None:
+    """Removes cache entry `name` (one this cache wrote: it holds a zoo_entry.json), under
+    `locked(name)`."""
+    directory = model_dir(name)
+    if os.path.isfile(os.path.join(directory, ENTRY_FILE)):
+        shutil.rmtree(directory)
 
 
 def _checksums_path() -> str:
@@ -122,10 +158,11 @@ def recorded_sha256(url: str) -> Optional[str]:
 def record_sha256(url: str, sha256: str) -> None:
     """Remembers a source's checksum from its first download (trust on first use)."""
     path = _checksums_path()
-    sums = {}
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            sums = json.load(f)
-    sums[url] = sha256
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    files.write_json(path, sums, sort_keys=True)
+    with locked(CHECKSUMS_FILE):  # processes fetching different models update it at once
+        sums = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                sums = json.load(f)
+        sums[url] = sha256
+        files.write_json(path, sums, sort_keys=True)

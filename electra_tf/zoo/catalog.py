@@ -2,7 +2,8 @@
 
 `catalog.json` (beside this file) holds one entry per model; a JSON file of the same shape
 named by `$ELECTRA_TF_CATALOG` adds entries or replaces built-in ones (a mirror, a private
-model). A source is a catalog name, `hf:ORG/REPO[@REVISION]`, or an `https://` archive URL.
+model). A source is a catalog name, `hf:ORG/REPO[@REVISION]`, or an `https://` archive URL
+(`http://` only with its hash pinned: `URL#sha256=<hex>`, pip's notation).
 """
 
 import dataclasses
@@ -12,6 +13,7 @@ import json
 import os
 import re
 from typing import Optional
+from urllib.parse import urlparse
 
 from electra_tf.errors import ConfigError, check_choice
 
@@ -69,7 +71,27 @@ def _entry(name: str, fields: dict, origin: str) -> Entry:
         raise ConfigError(f"{origin}: catalog entry {name!r} is malformed ({e}); see "
                           f"{_BUILT_IN} for the shape.") from e
     check_choice(f"{origin}: {name}.source.format", source.format, FORMATS)
+    for url, sha256 in ((source.url, source.sha256), (source.vocab_url, None)):
+        if url is not None:
+            check_url(url, sha256, f"{origin}: {name}")
     return entry
+
+
+def check_url(url: str, sha256: Optional[str], origin: str) -> None:
+    """Refuses an archive URL that is not https:// with a host and a path, or http://
+    to another machine without a pinned sha256 (a first download over plain http could be
+    anyone's, and its hash would be trusted from then on)."""
+    parts = urlparse(url)
+    if parts.scheme not in ("https", "http") or not parts.netloc or parts.path in ("", "/"):
+        raise ConfigError(f"{origin}: {url!r} is not an archive URL; give "
+                          "https://HOST/PATH/TO/ARCHIVE.")
+    loopback = parts.hostname in ("localhost", "127.0.0.1", "::1")  # a mirror on this machine
+    if parts.scheme == "http" and not sha256 and not loopback:
+        raise ConfigError(f"{origin}: {url!r} is plain http, which anyone on the way can "
+                          "change: use https://, or pin the archive's hash "
+                          "(URL#sha256=<64 hex digits>, or \"sha256\" in a catalog entry).")
+    if sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ConfigError(f"{origin}: sha256 {sha256!r} is not 64 lower-case hex digits.")
 
 
 def _read(path: str) -> dict:
@@ -108,15 +130,28 @@ def lookup(spec: str) -> Entry:
     Raises ConfigError for an unknown name, suggesting the closest ones.
     """
     if spec.startswith(_HF_PREFIX):
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
         repo, _, revision = spec[len(_HF_PREFIX):].partition("@")
-        if repo.count("/") != 1:
+        try:
+            validate_repo_id(repo)
+            valid = repo.count("/") == 1
+        except HFValidationError:
+            valid = False
+        if not valid:
             raise ConfigError(f"{spec!r}: write a Hub repo as hf:ORG/REPO (or "
-                              "hf:ORG/REPO@REVISION).")
+                              "hf:ORG/REPO@REVISION), letters, digits, '-', '_' and '.'.")
         return Entry(name=slug(spec), description=f"Hugging Face repo {repo}",
                      source=Source("huggingface", repo=repo, revision=revision or "main",
                                    find_generator=True))
     if is_remote(spec):
-        return Entry(name=slug(spec), description=spec, source=Source("auto", url=spec))
+        url, _, fragment = spec.partition("#")
+        sha256 = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        if fragment and sha256 is None:
+            raise ConfigError(f"{spec!r}: the only URL fragment read is #sha256=<hex>.")
+        check_url(url, sha256, "the model URL")
+        return Entry(name=slug(spec), description=url,
+                     source=Source("auto", url=url, sha256=sha256))
     entries = load()
     if spec in entries:
         return entries[spec]

@@ -16,9 +16,13 @@ from typing import Callable, Optional
 import requests
 from tqdm.auto import tqdm
 
+from electra_tf import files
 from electra_tf.errors import ChecksumError, DownloadError
 
 ATTEMPTS = 3
+# No model archive comes near this (ELECTRA-Large's is 1.3 GB); it stops a hostile or broken
+# source from filling the disk, downloaded or unpacked (`fetch`).
+MAX_BYTES = 16 << 30
 _CHUNK = 1 << 20
 _OFFLINE_HINT = ("check the network (or proxy), or use a model that is already cached or a "
                  "local path")
@@ -45,6 +49,11 @@ def _http_error(url: str, status: int, reason: str) -> DownloadError:
     return DownloadError(f"{url}: HTTP {status} {reason}; try again later.")
 
 
+def _too_large(url: str, size: int) -> str:
+    return (f"{url} is {size:,} bytes or more, over the limit of {MAX_BYTES:,}: no ELECTRA "
+            "model is that large; check the URL (nothing was kept).")
+
+
 def _google_md5(headers) -> Optional[str]:
     """The MD5 (hex) Google Cloud Storage publishes for an object, if the host is GCS."""
     for part in headers.get("x-goog-hash", "").split(","):
@@ -54,9 +63,8 @@ def _google_md5(headers) -> Optional[str]:
     return None
 
 
-def _fetch_once(url: str, destination: str) -> dict:
-    """Downloads `url` to `destination` (via `.part`); returns its sums and the host's MD5."""
-    partial = destination + ".part"
+def _fetch_once(url: str, partial: str, name: str) -> dict:
+    """Downloads `url` to `partial`; returns its sums and the host's MD5."""
     try:
         response = requests.get(url, stream=True, timeout=(15, 120),
                                 headers={"Accept-Encoding": "identity"})
@@ -65,14 +73,20 @@ def _fetch_once(url: str, destination: str) -> dict:
     except requests.Timeout as e:
         raise DownloadError(f"Cannot download {url}: the host did not answer; "
                             f"{_OFFLINE_HINT}.") from e
+    except requests.RequestException as e:  # a bad URL, a redirect to file:// or a loop
+        raise DownloadError(f"Cannot download {url}: {type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:200]}; give an https:// URL of "
+                            "the archive itself.") from e
     with response:
         if response.status_code >= 400:
             raise _http_error(url, response.status_code, response.reason)
         total = int(response.headers.get("Content-Length") or 0) or None
+        if (total or 0) > MAX_BYTES:
+            raise DownloadError(_too_large(url, total))
         sha256, md5, received = hashlib.sha256(), hashlib.md5(), 0
         try:
             with open(partial, "wb") as f, tqdm(total=total, unit="B", unit_scale=True,
-                                                 desc=os.path.basename(destination),
+                                                 desc=name,
                                                  file=sys.stderr) as bar:
                 for chunk in response.iter_content(_CHUNK):
                     f.write(chunk)
@@ -80,13 +94,15 @@ def _fetch_once(url: str, destination: str) -> dict:
                     md5.update(chunk)
                     received += len(chunk)
                     bar.update(len(chunk))
+                    if received > MAX_BYTES:
+                        raise DownloadError(_too_large(url, received))
         except (requests.ConnectionError, requests.Timeout,
                 requests.exceptions.ChunkedEncodingError) as e:
             raise _BrokenOff(f"{received} of {total or '?'} bytes") from e
         if total is not None and received != total:
             raise _BrokenOff(f"{received} of {total} bytes")
         published_md5 = _google_md5(response.headers)
-    return {"partial": partial, "sha256": sha256.hexdigest(), "md5": md5.hexdigest(),
+    return {"sha256": sha256.hexdigest(), "md5": md5.hexdigest(),
             "published_md5": published_md5}
 
 
@@ -100,13 +116,25 @@ def fetch_url(url: str, destination: str, expected_sha256: Optional[str] = None,
     leaves no file at `destination`.
     """
     os.makedirs(os.path.dirname(destination), exist_ok=True)
+    partial = files.unique_name(destination, ".part")
+    try:
+        sha256 = _fetch_verified(url, partial, os.path.basename(destination),
+                                 expected_sha256, expected_from)
+        os.replace(partial, destination)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return sha256
+
+
+def _fetch_verified(url: str, partial: str, name: str, expected_sha256: Optional[str],
+                    expected_from: str) -> str:
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            got = _fetch_once(url, destination)
+            got = _fetch_once(url, partial, name)
             break
         except _BrokenOff as e:
             if attempt == ATTEMPTS:
-                os.remove(destination + ".part")
                 raise DownloadError(f"The download of {url} broke off {ATTEMPTS} times (last "
                                     f"at {e}); {_OFFLINE_HINT}.") from e
             print(f"warning: the download of {url} broke off at {e}; starting it again "
@@ -117,11 +145,9 @@ def fetch_url(url: str, destination: str, expected_sha256: Optional[str] = None,
     elif expected_sha256 and expected_sha256 != got["sha256"]:
         mismatch = f"sha256 {got['sha256']}, expected {expected_sha256} ({expected_from})"
     if mismatch:
-        os.remove(got["partial"])
         raise ChecksumError(f"{url} arrived corrupted or has changed ({mismatch}); nothing "
                             "was cached. Run again; if it persists, the source has changed: "
                             "check it and update the catalog's sha256.")
-    os.replace(got["partial"], destination)
     return got["sha256"]
 
 

@@ -72,8 +72,13 @@ def _fetch_hub(entry: Entry) -> Fetched:
         generator_repo = _sibling_generator(source.repo)
     generator = None
     if generator_repo:
+        revision = source.revision
+        if revision != "main" and not download.hub_repo_exists(generator_repo, revision):
+            print(f"warning: {generator_repo} has no revision {revision}; using its main "
+                  "(its commit is recorded in the cache entry).", file=sys.stderr)
+            revision = "main"
         generator, commits[generator_repo] = download.fetch_hub_repo(
-            generator_repo, "main", _model_files(generator_repo))
+            generator_repo, revision, _model_files(generator_repo))
     return Fetched(discriminator, "huggingface", {"commits": commits}, generator,
                    generator_guessed=generator is not None and source.generator is None)
 
@@ -169,17 +174,50 @@ def _fetch_archive(name: str, url: str, pinned: Optional[str]) -> tuple:
     archive = os.path.join(downloads, os.path.basename(urlparse(url).path) or "archive")
     sha256 = _fetch_checked(url, archive, pinned)
     root = os.path.join(downloads, "unpacked")
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as z:
-            z.extractall(root)  # zipfile drops absolute and ".." parts of member names
-    elif tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as t:
-            t.extractall(root, filter="data")
-    else:
-        raise ConfigError(f"{url} is not a zip or tar archive.")
+    _unpack(archive, root, url)
     os.remove(archive)
     # An archive of one top directory (electra_small.zip holds electra_small/...).
     while len(os.listdir(root)) == 1 and os.path.isdir(os.path.join(root,
                                                                     os.listdir(root)[0])):
         root = os.path.join(root, os.listdir(root)[0])
     return root, {"downloads": {url: sha256}}
+
+
+def _unpack(archive: str, root: str, url: str) -> None:
+    """Unpacks the zip or tar `archive` into `root`, after checking every member: model
+    archives hold files and directories only, inside `root`, `download.MAX_BYTES` in all.
+
+    Links are refused outright rather than left to `tarfile`'s "data" filter, which the
+    Python 3.11.7 these machines run lets a chain of symlinks escape (CVE-2025-4517).
+    """
+    def refuse(problem: str):
+        raise DownloadError(f"{url} {problem}; model archives hold only files and "
+                            "directories: nothing was unpacked.")
+
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as z:
+            members = [(m.filename, m.file_size) for m in z.infolist()]
+            inside = os.path.realpath(root) + os.sep
+            for name, _ in members:
+                if not os.path.realpath(os.path.join(root, name)).startswith(inside):
+                    refuse(f"holds {name!r}, a path outside the archive")
+            _check_size(members, refuse)
+            z.extractall(root)  # zip "links" unpack as small files, harmless
+    elif tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as t:
+            members = t.getmembers()
+            for member in members:
+                if not (member.isfile() or member.isdir()):
+                    refuse(f"holds {member.name!r}, a link or device")
+            _check_size([(m.name, m.size) for m in members], refuse)
+            t.extractall(root, members=members, filter="data")  # also refuses "../" names
+    else:
+        raise ConfigError(f"{url} is not a zip or tar archive.")
+
+
+def _check_size(members: list, refuse) -> None:
+    if not members:
+        refuse("is empty")
+    total = sum(size for _, size in members)
+    if total > download.MAX_BYTES:
+        refuse(f"unpacks to {total:,} bytes, over the limit of {download.MAX_BYTES:,}")
