@@ -32,6 +32,19 @@ def write_json(path: str, value, **dump_options) -> None:
     write_text(path, json.dumps(value, indent=2, **dump_options) + "\n")
 
 
+def read_json(path: str, fix: str):
+    """`path` as JSON, or None when there is no such file. A file that is not valid JSON
+    (truncated by a full disk, edited by hand) is a ConfigError naming it and `fix`."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path} is damaged (not valid JSON: {e.msg} at line "
+                              f"{e.lineno}): {fix}") from e
+
+
 def unique_name(path: str, suffix: str) -> str:
     """`path` + `suffix` + a part no other process or call uses (pid and random bits): two
     processes writing the same output never share, or delete, each other's work."""

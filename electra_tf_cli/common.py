@@ -2,6 +2,7 @@
 flags generated from the library's dataclasses."""
 
 import dataclasses
+import errno
 import os
 import sys
 import typing
@@ -70,8 +71,36 @@ def wrap(run):
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        except Exception as e:
+            problem = storage_problem(e)
+            if problem is None:
+                raise
+            print(f"error: {problem}; free some space (or choose a writable place) and run "
+                  "again: files completed before it are kept (runs resume from their last "
+                  "checkpoint).", file=sys.stderr)
+            sys.exit(2)
 
     return wrapped
+
+
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                   errno.ENOTDIR)
+# How TensorFlow's file system reports the same (its errors carry no errno).
+_STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "Read-only file system",
+                     "Permission denied")
+
+
+def storage_problem(error: Exception):
+    """A one-line description of `error` when the disk is full, read-only or not ours to
+    write (a user's problem, not a bug), else None."""
+    if isinstance(error, OSError) and error.errno in _STORAGE_ERRNOS:
+        return f"cannot write {error.filename or 'a file'}: {error.strerror}"
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(error, tf.errors.OpError):
+        message = error.message.splitlines()[0] if error.message else ""
+        if any(m in message for m in _STORAGE_MESSAGES):
+            return f"cannot write: {message[:300]}"
+    return None
 
 
 def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None:

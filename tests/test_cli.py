@@ -57,3 +57,36 @@ def test_build_vocab_shows_tensorflow_lines_only_on_verbose_and_helps(tmp_path):
     for flag in ("--corpus", "--output", "--vocab_size", "--[no]lower_case", "--[no]verbose"):
         assert flag in helped.stdout, flag
     assert helped.stderr == "", helped.stderr  # quiet: not one TensorFlow line
+
+
+def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import pytest
+    import tensorflow as tf
+
+    from electra_tf_cli import common
+
+    def fails_with(error):
+        def run(argv):
+            raise error
+        with pytest.raises(SystemExit) as exited:
+            common.wrap(run)([])
+        assert exited.value.code == 2
+        return capsys.readouterr().err.strip()
+
+    full = fails_with(OSError(errno.ENOSPC, "No space left on device", "/runs/x/config.json"))
+    assert full.startswith("error: cannot write /runs/x/config.json: No space left on device;")
+    tf_full = fails_with(tf.errors.ResourceExhaustedError(
+        None, None, "/runs/x/checkpoints/ckpt-2_temp/part-00000; No space left on device"))
+    assert tf_full.startswith("error: cannot write: /runs/x/checkpoints/ckpt-2_temp")
+    assert len(full.splitlines()) == len(tf_full.splitlines()) == 1
+    with pytest.raises(KeyError):  # anything else is a bug and keeps its traceback
+        common.wrap(lambda argv: {}["x"])([])
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ELECTRA_TF_HOME", str(tmp_path / "a-file" / "cache"))
+    [run] = run_app("electra_tf_cli.export_encoder", ["--checkpoint", "hf:org/x",
+                                                      "--output", tmp_path / "out"])
+    assert run["code"] == 2 and "Traceback" not in run["stderr"], run
+    assert f"cannot write {tmp_path / 'a-file' / 'cache'}" in run["stderr"]

@@ -1,4 +1,5 @@
 import json
+import os
 
 import numpy as np
 import pytest
@@ -190,3 +191,30 @@ def test_runs_of_other_objectives_publish_their_encoder_alone(tmp_path, ablation
     ours = model.discriminator({"input_word_ids": ids, "input_mask": mask,
                                 "input_type_ids": segments}, training=False)
     np.testing.assert_allclose(ours["sequence_output"].numpy(), theirs.numpy(), atol=1e-4)
+
+
+def test_configs_that_do_not_fit_their_weights_are_refused_before_building(tmp_path):
+    disc, _ = fx.random_hf_models(seed=7)
+    directory = tmp_path / "hf"
+    disc.save_pretrained(directory)
+    fx.write_vocab(directory)
+    config_path = directory / "config.json"
+    good = json.loads(config_path.read_text())
+    for change, message in (({"max_position_embeddings": 400_000_000},
+                             "max_position_embeddings=400000000.*describes"),
+                            ({"hidden_size": "32"}, "hidden_size must be positive integers")):
+        config_path.write_text(json.dumps(dict(good, **change)))
+        with pytest.raises(ConfigError, match=message):
+            api.from_huggingface(str(directory), str(tmp_path / "never"))
+    config_path.write_text(json.dumps(good)[:-20])  # truncated
+    with pytest.raises(ConfigError, match="config.json is damaged"):
+        api.from_huggingface(str(directory), str(tmp_path / "never"))
+    config_path.write_text(json.dumps(good))
+    os.rename(directory / "model.safetensors", directory / "model-00001.safetensors")
+    index = directory / "model.safetensors.index.json"
+    for shard in ("../../outside.safetensors", "/etc/passwd"):
+        index.write_text(json.dumps({"weight_map": {"a": "model-00001.safetensors",
+                                                    "b": shard}}))
+        with pytest.raises(ConfigError, match="which is not a file inside"):
+            api.from_huggingface(str(directory), str(tmp_path / "never"))
+    assert not os.path.exists(tmp_path / "never")

@@ -34,3 +34,16 @@ def test_keras_hub_backbone_into_ours(tmp_path):
         layer._feedforward_intermediate_dense.activation = keras.activations.gelu
     exact = backbone({"token_ids": ids, "segment_ids": segments, "padding_mask": mask})
     np.testing.assert_allclose(ours["sequence_output"], exact["sequence_output"], atol=1e-5)
+
+
+def test_a_preset_config_that_does_not_fit_its_weights_is_refused(tmp_path):
+    import json
+
+    preset = tmp_path / "preset"
+    fx.random_keras_hub_backbone().save_to_preset(str(preset))
+    config = json.loads((preset / "config.json").read_text())
+    config["config"]["max_sequence_length"] = 400_000_000
+    (preset / "config.json").write_text(json.dumps(config))
+    fx.write_vocab(tmp_path)
+    with pytest.raises(ConfigError, match="max_position_embeddings=400000000.*describes"):
+        api.from_keras_hub(str(preset), str(tmp_path / "ours"), vocab=str(tmp_path / "vocab.txt"))

@@ -1,6 +1,7 @@
 """Our `ElectraConfig` for a model described elsewhere (checkpoint shapes, HF config.json)."""
 
 import dataclasses
+import os
 from typing import Optional
 
 from electra_tf.config import ElectraConfig
@@ -55,3 +56,26 @@ def make_config(tokens: list, lower_case: Optional[bool], generator: Optional[Ge
                               preset_name=config.matching_preset())
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from e
+
+
+def check_weights_size(architecture: dict, weight_files: list, source: str) -> None:
+    """Refuses a config that describes many more parameters than `weight_files` can hold,
+    before anything is built: a config.json claiming `max_position_embeddings: 400000000`
+    would otherwise make TensorFlow allocate that table first (and fail after minutes, or
+    exhaust the memory). Weights take at least 2 bytes each (fp16/bf16 files).
+
+    `architecture` holds ElectraConfig's discriminator fields, as `make_config` takes them.
+    """
+    a = architecture
+    hidden = a["hidden_size"]
+    parameters = ((a["vocab_size"] + a["max_position_embeddings"] + a["type_vocab_size"])
+                  * a["embedding_size"]
+                  + a["num_layers"] * (4 * hidden * hidden + 2 * hidden * a["intermediate_size"]))
+    available = sum(os.path.getsize(path) for path in weight_files)
+    if 2 * parameters > 1.5 * available:
+        sizes = ", ".join(f"{k}={a[k]}" for k in ("vocab_size", "max_position_embeddings",
+                                                   "hidden_size", "num_layers",
+                                                   "intermediate_size"))
+        raise ConfigError(f"{source}: its config ({sizes}) describes {parameters:,} "
+                          f"parameters, but its weight files hold {available:,} bytes: the "
+                          "config does not belong to these weights.")

@@ -7,7 +7,6 @@ official TF1 names rewritten (HF's own TF1 loader does exactly that), so this mo
 translates names and transposes dense kernels; `official_names.py` holds the model map.
 """
 
-import json
 import os
 import re
 from typing import Optional
@@ -17,7 +16,7 @@ import numpy as np
 from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
-from electra_tf.convert.configs import GeneratorShape, make_config
+from electra_tf.convert.configs import GeneratorShape, check_weights_size, make_config
 from electra_tf.text import vocab as vocab_lib
 
 # Parameters that are not weights of the model: a buffer, and the generator's output layer
@@ -49,19 +48,41 @@ def _transpose_kernel(official: str, value: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(value.T) if official.endswith("/kernel") else value
 
 
-def read_state_dict(directory: str) -> dict:
-    """{parameter name: float32 array} from model.safetensors(.index.json) or pytorch_model.bin."""
+def weight_files(directory: str) -> list:
+    """The weight files of an HF model directory: model.safetensors, the shards its
+    .index.json names (each must be a file inside `directory`), or pytorch_model.bin."""
     single = os.path.join(directory, "model.safetensors")
     index = single + ".index.json"
-    if os.path.isfile(single) or os.path.isfile(index):
+    if os.path.isfile(single):
+        return [single]
+    if os.path.isfile(index):
+        # By name, not by real path: the Hub's cache links a snapshot's files to its blobs.
+        inside = os.path.normpath(directory) + os.sep
+        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        if not shards:
+            raise ConfigError(f"{index} names no weight files.")
+        for shard in shards:
+            path = os.path.normpath(os.path.join(directory, shard))
+            if not (path.startswith(inside) and os.path.isfile(path)):
+                raise ConfigError(f"{index} names the shard {shard!r}, which is not a file "
+                                  f"inside {directory}.")
+        return [os.path.join(directory, shard) for shard in shards]
+    binary = os.path.join(directory, "pytorch_model.bin")
+    if os.path.isfile(binary):
+        return [binary]
+    raise ConfigError(f"{directory}: no model.safetensors or pytorch_model.bin.")
+
+
+def read_state_dict(directory: str) -> dict:
+    """{parameter name: float32 array} from model.safetensors(.index.json) or pytorch_model.bin."""
+    paths = weight_files(directory)
+    if paths[0].endswith(".safetensors"):
         from safetensors.numpy import load_file
 
-        shards = [single] if os.path.isfile(single) else sorted(
-            {os.path.join(directory, f) for f in _read_json(index)["weight_map"].values()})
         state = {}
-        for shard in shards:
+        for shard in paths:
             state.update(load_file(shard))
-    elif os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+    else:
         try:
             import torch
         except ImportError as e:
@@ -70,19 +91,26 @@ def read_state_dict(directory: str) -> dict:
         loaded = torch.load(os.path.join(directory, "pytorch_model.bin"), map_location="cpu",
                             weights_only=True)
         state = {k: v.float().numpy() for k, v in loaded.items()}
-    else:
-        raise ConfigError(f"{directory}: no model.safetensors or pytorch_model.bin.")
     return {k: np.asarray(v, np.float32) for k, v in state.items()}
 
 
 def _read_json(path: str) -> dict:
-    if not os.path.isfile(path):
+    value = files.read_json(path, "not a Hugging Face model file; download it again.")
+    if value is None:
         raise ConfigError(f"{path} does not exist: not a Hugging Face model directory.")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return value
+
+
+_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+          "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
 
 def _architecture(hf_config: dict, path: str) -> dict:
+    bad = [k for k in _SIZES + ("embedding_size",) if (k in hf_config or k in _SIZES) and not (
+        isinstance(hf_config.get(k), int) and hf_config[k] > 0)]
+    if bad:
+        raise ConfigError(f"{path}: {', '.join(bad)} must be positive integers (got "
+                          f"{', '.join(repr(hf_config.get(k)) for k in bad)}).")
     if hf_config.get("model_type") != "electra":
         raise ConfigError(f"{path}: model_type is {hf_config.get('model_type')!r}, not "
                           "'electra'.")
@@ -117,6 +145,16 @@ def read_model(directory: str, generator_directory: Optional[str] = None,
     tokenizer_config = os.path.join(directory, "tokenizer_config.json")
     if lower_case is None and os.path.isfile(tokenizer_config):
         lower_case = _read_json(tokenizer_config).get("do_lower_case", True)
+    architecture = dict(
+        vocab_size=disc["vocab_size"], embedding_size=disc.get("embedding_size", 128),
+        hidden_size=disc["hidden_size"], num_layers=disc["num_hidden_layers"],
+        num_heads=disc["num_attention_heads"], intermediate_size=disc["intermediate_size"],
+        max_position_embeddings=disc["max_position_embeddings"],
+        type_vocab_size=disc["type_vocab_size"],
+        dropout=disc.get("hidden_dropout_prob", 0.1),
+        initializer_range=disc.get("initializer_range", 0.02),
+        layer_norm_epsilon=disc.get("layer_norm_eps", 1e-12))
+    check_weights_size(architecture, weight_files(directory), config_path)
     state = {"discriminator": read_state_dict(directory)}
     generator = None
     if generator_directory:
@@ -127,16 +165,7 @@ def read_model(directory: str, generator_directory: Optional[str] = None,
             gen["num_hidden_layers"],
             untied_embeddings=gen.get("embedding_size", 128) != disc.get("embedding_size", 128))
         state["generator"] = read_state_dict(generator_directory)
-    config = make_config(
-        tokens, lower_case, generator, directory,
-        vocab_size=disc["vocab_size"], embedding_size=disc.get("embedding_size", 128),
-        hidden_size=disc["hidden_size"], num_layers=disc["num_hidden_layers"],
-        num_heads=disc["num_attention_heads"], intermediate_size=disc["intermediate_size"],
-        max_position_embeddings=disc["max_position_embeddings"],
-        type_vocab_size=disc["type_vocab_size"],
-        dropout=disc.get("hidden_dropout_prob", 0.1),
-        initializer_range=disc.get("initializer_range", 0.02),
-        layer_norm_epsilon=disc.get("layer_norm_eps", 1e-12))
+    config = make_config(tokens, lower_case, generator, directory, **architecture)
     return config, state, tokens
 
 

@@ -7,9 +7,10 @@ only to about 1e-3, and matches the official/HF ELECTRA exactly.
 
 import os
 
+from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
-from electra_tf.convert.configs import make_config
+from electra_tf.convert.configs import check_weights_size, make_config
 
 _SCOPE = official_names.DISCRIMINATOR_SCOPE
 _EMBEDDINGS = (
@@ -26,11 +27,32 @@ def load_backbone(path: str):
     import keras_hub
 
     if os.path.isdir(path):
+        _check_preset_size(path)
         return keras_hub.models.ElectraBackbone.from_preset(path)
     if path.endswith(".keras") and os.path.isfile(path):
         return keras.saving.load_model(path)
     raise ConfigError(f"--checkpoint {path!r}: give a keras-hub preset directory (written by "
                       "`backbone.save_to_preset`) or a `.keras` file.")
+
+
+def _check_preset_size(path: str) -> None:
+    """`configs.check_weights_size` on a preset's config.json, before keras-hub builds it."""
+    config_path, weights = (os.path.join(path, name)
+                            for name in ("config.json", "model.weights.h5"))
+    config = (files.read_json(config_path, "not a keras-hub preset file.") or {}).get(
+        "config", {})
+    if not os.path.isfile(weights):
+        return  # keras-hub reports what is missing
+    try:
+        architecture = dict(
+            vocab_size=int(config["vocab_size"]), embedding_size=int(config["embedding_dim"]),
+            hidden_size=int(config["hidden_dim"]), num_layers=int(config["num_layers"]),
+            intermediate_size=int(config["intermediate_dim"]),
+            max_position_embeddings=int(config["max_sequence_length"]),
+            type_vocab_size=int(config["num_segments"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{config_path} is not an ElectraBackbone config ({e!r}).") from e
+    check_weights_size(architecture, [weights], config_path)
 
 
 def preset_vocab(path: str):

@@ -18,7 +18,6 @@ same entry at once take turns (`locked`): the second finds the first's entry cac
 import contextlib
 import glob
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -72,11 +71,10 @@ def cached(name: str) -> Optional[str]:
     Raises ConfigError when its files no longer match the sums written with them.
     """
     directory = model_dir(name)
-    entry_path = os.path.join(directory, ENTRY_FILE)
-    if not os.path.isfile(entry_path):
+    entry = read_entry(name)
+    if entry is None:
         return None
-    with open(entry_path, encoding="utf-8") as f:
-        expected = json.load(f)["files"]
+    expected = entry.get("files", {})
     actual = _file_sums(directory)
     changed = sorted(k for k in set(expected) | set(actual) if expected.get(k) != actual.get(k))
     if changed:
@@ -88,11 +86,8 @@ def cached(name: str) -> Optional[str]:
 
 def read_entry(name: str) -> Optional[dict]:
     """The zoo_entry.json of a cached model (unverified), or None."""
-    path = os.path.join(model_dir(name), ENTRY_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return files.read_json(os.path.join(model_dir(name), ENTRY_FILE),
+                           f"delete {model_dir(name)} and run again to fetch it afresh.")
 
 
 @contextlib.contextmanager
@@ -148,11 +143,12 @@ def _checksums_path() -> str:
 
 
 def recorded_sha256(url: str) -> Optional[str]:
-    path = _checksums_path()
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get(url)
+    return _recorded_sums().get(url)
+
+
+def _recorded_sums() -> dict:
+    return files.read_json(_checksums_path(), "delete it; the sums of later downloads are "
+                           "then recorded afresh (check those sources).") or {}
 
 
 def record_sha256(url: str, sha256: str) -> None:
@@ -160,9 +156,6 @@ def record_sha256(url: str, sha256: str) -> None:
     path = _checksums_path()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with locked(CHECKSUMS_FILE):  # processes fetching different models update it at once
-        sums = {}
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                sums = json.load(f)
+        sums = _recorded_sums()
         sums[url] = sha256
         files.write_json(path, sums, sort_keys=True)
