@@ -19,8 +19,10 @@ from electra_tf.errors import ConfigError, check_choice
 
 # Fields that may change between two runs in the same model_dir without invalidating the
 # checkpoints: extending or shortening training, and how often it is saved or logged.
+# learning_rate too: lowering it is how a run whose loss diverged goes on (see
+# training.callbacks.NonFiniteLoss).
 RESUMABLE_FIELDS = frozenset({"train_steps", "checkpoint_every", "keep_checkpoints",
-                              "grad_accum_steps", "preset_name"})
+                              "grad_accum_steps", "preset_name", "learning_rate"})
 # The architecture fields that make a preset's size.
 _SIZE_FIELDS = ("embedding_size", "hidden_size", "num_layers", "num_heads",
                 "intermediate_size")

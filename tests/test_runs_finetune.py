@@ -150,3 +150,18 @@ def test_xla_compiled_fine_tuning_equals_the_graph_steps(pretrained_dir, tmp_pat
                  runtime=runtime.RuntimeOptions(jit_compile=jit))
         probabilities[jit] = [p["probabilities"] for p in read_jsonl(out / "predictions.jsonl")]
     np.testing.assert_allclose(probabilities[True], probabilities[False], atol=2e-5)
+
+
+def test_a_diverging_fine_tuning_stops_at_the_step_and_keeps_nothing_damaged(pretrained_dir,
+                                                                            tmp_path):
+    from electra_tf.training.callbacks import NonFiniteLoss
+
+    train = head(DEMO / "sentiment" / "train.jsonl", 32, tmp_path / "train.jsonl")
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=8,
+                         epochs=2, learning_rate=1e30, warmup_proportion=0.0)
+    with pytest.raises(NonFiniteLoss, match=r"NaN or infinite at step [23]; nothing was "
+                                            r"saved\. Fine-tune again with a lower"):
+        finetune(cfg, pretrained_dir, train, train, str(tmp_path / "out"))
+    assert not os.path.exists(tmp_path / "out" / run_dir.EVAL_RESULTS_FILE)
+    assert not [f for _, _, names in os.walk(tmp_path / "out") for f in names
+                if f.startswith("ckpt-")]

@@ -225,3 +225,49 @@ def test_a_flops_budget_sets_the_steps_and_the_run_records_its_flops(tmp_path, s
     # Whatever the objective, the run's encoder is the checkpoint's `discriminator`.
     encoder = run_dir.build_encoder(run_dir.read_config(model_dir), dropout=0.0)
     run_dir.restore_discriminator(encoder, saved["checkpoint"])
+
+
+def test_a_diverging_run_keeps_its_last_good_checkpoint_and_resumes_on_schedule(
+        tmp_path, shards, vocab_path):
+    """A NaN loss stops the run before any save and is one line naming the step; rerun with
+    a lower learning rate, it resumes from the checkpoint before, and its first step takes
+    the schedule's rate at that step (not the warmup's start again)."""
+    import hashlib
+
+    import keras
+
+    from electra_tf.training import callbacks
+
+    class FirstRate(keras.callbacks.Callback):
+        rate = None
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.rate is None:
+                optimizer = self.model.optimizer
+                self.rate = (int(optimizer.iterations.numpy()), float(optimizer.learning_rate))
+
+    model_dir = str(tmp_path / "run")
+    inputs = run.RunInputs(model_dir=model_dir, data=shards[0], vocab=vocab_path)
+    recipe = dict(max_seq_length=64, train_steps=20, warmup_steps=10, checkpoint_every=4)
+
+    def train(learning_rate, stop_at, *extra):
+        config, pattern = run.prepare_run(tiny(learning_rate=learning_rate, **recipe), inputs)
+        return run.train(config, model_dir, pattern, eval_batches=0, verbose=0,
+                         extra_callbacks=[callbacks.StopAtStep(stop_at), *extra])
+
+    train(1e-3, 4)
+    saved = {p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+             for p in glob.glob(os.path.join(model_dir, "checkpoints", "*"))}
+    with pytest.raises(callbacks.NonFiniteLoss,
+                       match=r"NaN or infinite at step [56]; the last good checkpoint "
+                             r".*ckpt-4 is kept\. Run the same command with a lower"):
+        train(1e30, 8)  # every weight thrown to ~1e29: the next forward pass overflows
+    assert {p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+            for p in glob.glob(os.path.join(model_dir, "checkpoints", "*"))} == saved
+    first = FirstRate()
+    results = train(1e-3, 6, first)
+    assert results["step"] == 6 and steps_of(model_dir) == [4, 6]
+    # The official schedule at step 4: linear decay over 20 steps times a 10-step warmup
+    # ramp, 1e-3 x (1 - 4/20) x 4/10 (restarted, it would be 0).
+    assert first.rate[0] == 4 and first.rate[1] == pytest.approx(3.2e-4)
+    assert np.isfinite(results["train_history"]["loss"]).all()

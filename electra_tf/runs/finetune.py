@@ -20,6 +20,7 @@ from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models.finetuned import build_task_model
 from electra_tf.text.tokenizer import ElectraTokenizer
+from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
 from electra_tf.training.optimization import create_finetuning_optimizer
 from electra_tf.training.runtime import RuntimeOptions
@@ -36,17 +37,24 @@ def _dataset(train, batch_size, seed):
 class _EvaluateAndKeep(keras.callbacks.Callback):
     """Scores the eval set with the task's official metrics and checkpoints the model kept:
     the one after the last epoch (official), or with `select_best` the epoch with the best
-    main metric (scoring every epoch). An eval set without labels is only predicted."""
+    main metric (scoring every epoch). An eval set without labels is only predicted. A NaN
+    or infinite loss stops training; nothing after it is scored or kept."""
 
     def __init__(self, task, data, manager, batch_size, epochs, select_best):
         super().__init__()
         self.task, self.data, self.manager, self.batch_size = task, data, manager, batch_size
         self.epochs, self.select_best = epochs, select_best
         self.kept = None
+        self.non_finite_step = None  # where the loss became NaN or infinite
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not callbacks.is_finite_loss(logs) and self.non_finite_step is None:
+            self.non_finite_step = int(self.model.optimizer.iterations.numpy())
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         last = epoch + 1 == self.epochs
-        if not (last or self.select_best):
+        if self.non_finite_step is not None or not (last or self.select_best):
             return
         outputs = self.model.predict(self.data.eval_inputs, batch_size=self.batch_size,
                                      verbose=0)
@@ -168,6 +176,10 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
     model.fit(_dataset(data.train, cfg.batch_size, seed), epochs=cfg.epochs, verbose=2,
               shuffle=False,  # the dataset shuffles itself, seeded
               callbacks=[keeper, keras.callbacks.TensorBoard(os.path.join(trial_dir, "logs"))])
+    if keeper.non_finite_step is not None:
+        raise callbacks.NonFiniteLoss(
+            keeper.non_finite_step, manager.latest_checkpoint,
+            "Fine-tune again with a lower --learning_rate (or bf16 instead of fp16).")
     return {"seed": seed, "epoch": keeper.kept["epoch"], "scores": keeper.kept["scores"],
             "checkpoint": manager.latest_checkpoint, "records": keeper.kept["records"]}
 

@@ -203,14 +203,16 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
 
 def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches: int = 20,
           verbose: int = 1, runtime: Optional[RuntimeOptions] = None,
-          strategy=None) -> dict:
+          strategy=None, extra_callbacks=()) -> dict:
     """Trains to `config.train_steps` (resuming from the latest checkpoint), then evaluates
     `eval_batches` batches (0: no evaluation); returns the results (pretrain_results.json).
 
     `strategy` defaults to the one `runtime.strategy` names. Under several workers only the
     chief writes checkpoints, logs and results (the others write theirs to a scratch
     directory that is removed). SIGTERM saves a checkpoint and raises
-    `callbacks.Preempted`.
+    `callbacks.Preempted`; a NaN or infinite loss stops the run before anything saves the
+    damaged weights and raises `callbacks.NonFiniteLoss`. `extra_callbacks` (Keras
+    callbacks: your own logging, ...) run after ours.
     """
     runtime = (runtime or RuntimeOptions()).validated()
     strategy = strategy or runtime_lib.create_strategy(runtime)
@@ -254,9 +256,8 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         steps_per_epoch = min(config.checkpoint_every, config.train_steps)
         dataset = pretraining_dataset(file_pattern, training=True,
                                       seed=config.seed + start_step, **data_options)
-        run_callbacks = [callbacks.StopAtStep(config.train_steps),
-                         callbacks.CheckpointEvery(manager, config.checkpoint_every),
-                         preemption]
+        checkpointer = callbacks.CheckpointEvery(manager, config.checkpoint_every)
+        run_callbacks = [callbacks.StopAtStep(config.train_steps), checkpointer, preemption]
         if chief:
             log_every = max(1, steps_per_epoch // 10)
             logs = os.path.join(model_dir, run_dir.LOGS_DIR)
@@ -268,7 +269,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
             epochs=math.ceil(config.train_steps / steps_per_epoch),
             initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
-            callbacks=run_callbacks).history
+            callbacks=run_callbacks + list(extra_callbacks)).history
         elapsed = time.time() - started
         steps = int(optimizer.iterations.numpy()) - start_step
         tokens_per_second = steps * config.batch_size * config.max_seq_length / elapsed
@@ -276,6 +277,12 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             _remove_scratch(chief, checkpoint_dir)
             raise callbacks.Preempted(int(optimizer.iterations.numpy()),
                                           manager.latest_checkpoint)
+        if checkpointer.non_finite_step is not None:
+            _remove_scratch(chief, checkpoint_dir)
+            raise callbacks.NonFiniteLoss(
+                checkpointer.non_finite_step, manager.latest_checkpoint,
+                "Run the same command with a lower --learning_rate (or bf16 instead of "
+                "fp16) to resume from it.")
     else:
         tokens_per_second = None
         print(f"The run is already at step {start_step} >= train_steps={config.train_steps}.")

@@ -1,35 +1,61 @@
-"""Keras callbacks of a training run: checkpoints on a schedule and on SIGTERM, an exact
-last step, and the training FLOPs in TensorBoard.
+"""Keras callbacks of a training run: checkpoints on a schedule and on SIGTERM (never of a
+state a non-finite loss damaged), an exact last step, and the training FLOPs in
+TensorBoard.
 
 `tf.train.CheckpointManager` writes the data files first and then swaps the small
 `checkpoint` index file by rename, so an interrupted save leaves the previous checkpoint
 as the latest one; nothing is ever half-written under a name the index points to.
 """
 
+import math
+
 import keras
 import tensorflow as tf
 
+from electra_tf.errors import UserError
+
+
+class NonFiniteLoss(UserError):
+    """Training stopped at the first step whose loss was NaN or infinite; nothing after the
+    last good checkpoint was saved."""
+
+    def __init__(self, step: int, checkpoint, fix: str):
+        kept = (f"the last good checkpoint {checkpoint} is kept" if checkpoint else
+                "nothing was saved")
+        super().__init__(f"The loss became NaN or infinite at step {step}; {kept}. {fix}")
+        self.step, self.checkpoint = step, checkpoint
+
+
+def is_finite_loss(logs) -> bool:
+    return math.isfinite(float((logs or {}).get("loss", 0.0)))
+
 
 class CheckpointEvery(keras.callbacks.Callback):
-    """Saves every `every` optimizer steps and at the end of training."""
+    """Saves every `every` optimizer steps and at the end of training, but never a state
+    that a non-finite loss (fp16 overflow, a learning rate too high) has damaged: at the
+    first such step it stops `fit` and records the step in `non_finite_step`."""
 
     def __init__(self, manager: tf.train.CheckpointManager, every: int):
         super().__init__()
         self.manager = manager
         self.every = every
         self.last_saved = None
+        self.non_finite_step = None
 
     def _step(self):
         return int(self.model.optimizer.iterations.numpy())
 
     def save(self):
         step = self._step()
-        if step != self.last_saved:
+        if step != self.last_saved and self.non_finite_step is None:
             self.manager.save(checkpoint_number=step)
             self.last_saved = step
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._step() % self.every == 0:
+        if not is_finite_loss(logs):
+            self.non_finite_step = self._step()
+            self.model.stop_training = True
+        elif self._step() % self.every == 0:
             self.save()
 
     def on_train_end(self, logs=None):
