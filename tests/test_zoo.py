@@ -151,6 +151,15 @@ def test_official_archive_is_fetched_verified_converted_cached_then_used_offline
            if line.startswith("| tiny-official ")]
     assert row and row[0].endswith("| yes |")
 
+    for damaged, message in ((os.path.join(path, cache.ENTRY_FILE), "and run again to fetch"),
+                             (os.path.join(cache.home(), cache.CHECKSUMS_FILE),
+                              "sums of later downloads are then recorded afresh")):
+        with open(damaged, "r+", encoding="utf-8") as f:  # as a full disk leaves them
+            f.truncate(len(f.read()) // 2)
+        with pytest.raises(ConfigError, match=f"{damaged} is damaged .*{message}"):
+            resolve("tiny-official") if damaged.startswith(path) else cache.recorded_sha256(
+                zoo.url + ZIP_PATH)
+
 
 def test_hub_repo_by_spec_finds_its_generator_and_is_reused_offline(zoo, sources, tmp_path):
     path = resolve(f"hf:{HUB_DISC}")
