@@ -114,6 +114,7 @@ class ElectraTask(keras_hub.models.Task):
                         batch_size)
             y = sample_weight = batch_size = None
             shuffle = False  # done
+        optimization.build_optimizer_before_fit(self)
         return super().fit(x, y, batch_size=batch_size, epochs=epochs,
                            steps_per_epoch=steps_per_epoch, shuffle=shuffle,
                            sample_weight=sample_weight, **kwargs)

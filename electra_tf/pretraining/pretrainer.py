@@ -12,6 +12,7 @@ from electra_tf.pretraining.losses import mlm_loss
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
 from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
+from electra_tf.training.optimization import build_optimizer_before_fit
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -123,6 +124,14 @@ class ElectraPretrainer(keras.Model):
         # first trace the whole model symbolically (7 s for ELECTRA-Small, 2-core EPYC).
         self.call(inputs, training=False)
         self.built = True
+
+    def fit(self, *args, **kwargs):
+        """Keras's `fit`, after `build_all` and the optimizer's variables (built while the
+        first step is traced, they would make TensorFlow trace it twice)."""
+        if not self.built:
+            self.build_all()
+        build_optimizer_before_fit(self)
+        return super().fit(*args, **kwargs)
 
     def get_build_config(self):
         return {"build_all": True}  # `build_all` needs nothing but the config

