@@ -4,6 +4,7 @@ flags generated from the library's dataclasses."""
 import dataclasses
 import errno
 import os
+import re
 import sys
 import typing
 
@@ -99,6 +100,8 @@ def storage_problem(error: Exception):
     if tf is not None and isinstance(error, tf.errors.OpError):
         message = error.message.splitlines()[0] if error.message else ""
         if any(m in message for m in _STORAGE_MESSAGES):
+            # TensorFlow wraps the file's name and reason in its op's names.
+            message = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message)
             return f"cannot write: {message[:300]}"
     return None
 

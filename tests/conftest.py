@@ -24,10 +24,11 @@ import pytest  # noqa: E402
 # The longest test files (measured with --durations, AMD EPYC, 2 cores), started first:
 # pytest-xdist hands files to workers in collection order, and a long file handed out last
 # leaves one worker running alone while the others idle.
-LONGEST_FILES = ("test_runs_pretrain_from_model.py", "test_finetuning_reference_model.py",
-                 "test_zoo.py", "test_models_text_classifier.py", "test_runs_pretrain.py",
-                 "test_pretraining_pretrainer.py", "test_readme.py", "test_distribution.py",
-                 "test_runs_finetune.py", "test_convert_huggingface.py")
+LONGEST_FILES = ("test_runs_pretrain.py", "test_runs_pretrain_from_model.py",
+                 "test_pretraining_pretrainer.py", "test_distribution.py",
+                 "test_models_text_classifier.py", "test_runs_finetune.py",
+                 "test_finetuning_reference_model.py", "test_zoo.py",
+                 "test_convert_huggingface.py", "test_readme.py", "test_models_keras_files.py")
 
 
 def pytest_collection_modifyitems(items):

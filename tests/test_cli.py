@@ -77,9 +77,12 @@ def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, c
 
     full = fails_with(OSError(errno.ENOSPC, "No space left on device", "/runs/x/config.json"))
     assert full.startswith("error: cannot write /runs/x/config.json: No space left on device;")
-    tf_full = fails_with(tf.errors.ResourceExhaustedError(
-        None, None, "/runs/x/checkpoints/ckpt-2_temp/part-00000; No space left on device"))
-    assert tf_full.startswith("error: cannot write: /runs/x/checkpoints/ckpt-2_temp")
+    tf_full = fails_with(tf.errors.ResourceExhaustedError(  # as a checkpoint save raises it
+        None, None, "{{function_node __wrapped__SaveV2_dtypes_244_device_/job:localhost/"
+        "replica:0/task:0/device:CPU:0}} /runs/x/checkpoints/ckpt-2_temp/part-00000; No "
+        "space left on device [Op:SaveV2]"))
+    assert tf_full.startswith("error: cannot write: /runs/x/checkpoints/ckpt-2_temp/part-00000"
+                              "; No space left on device; free some space")
     assert len(full.splitlines()) == len(tf_full.splitlines()) == 1
     with pytest.raises(KeyError):  # anything else is a bug and keeps its traceback
         common.wrap(lambda argv: {}["x"])([])
