@@ -4,9 +4,10 @@
 
 A name works wherever a checkpoint is taken: `electra-finetune --init_checkpoint NAME`,
 `electra-export-encoder --checkpoint NAME`, `electra-pretrain --init_checkpoint NAME`,
-`electra-convert --to ... --checkpoint NAME`, `electra_tf.from_pretrained(NAME)`. So do
-`hf:ORG/REPO[@REVISION]` (a Hugging Face ELECTRA repo), an `https://` archive of a model,
-and local model directories. First use downloads, verifies, converts and caches the model
+`electra-convert --to ... --checkpoint NAME`, and every `from_pretrained` in Python
+(`electra_tf.ElectraEncoder.from_pretrained(NAME)`, ...). So do `hf:ORG/REPO[@REVISION]`
+(a Hugging Face ELECTRA repo), an `https://` archive of a model (`http://` with its hash
+pinned: `URL#sha256=<hex>`), and local model directories. First use downloads, verifies, converts and caches the model
 under $ELECTRA_TF_HOME (default ~/.cache/electra_tf); later uses work offline.
 """
 
