@@ -201,7 +201,11 @@ def test_configs_that_do_not_fit_their_weights_are_refused_before_building(tmp_p
     config_path = directory / "config.json"
     good = json.loads(config_path.read_text())
     for change, message in (({"max_position_embeddings": 400_000_000},
-                             "max_position_embeddings=400000000.*describes"),
+                             r"max_position_embeddings=400000000, embedding_size=16, but the "
+                             r"weights' electra.embeddings.position_embeddings.weight is "
+                             r"\(64, 16\): the config does not belong"),
+                            ({"num_hidden_layers": 3}, "num_hidden_layers=3, but the weights "
+                                                       "hold 2 layers"),
                             ({"hidden_size": "32"}, "hidden_size must be positive integers")):
         config_path.write_text(json.dumps(dict(good, **change)))
         with pytest.raises(ConfigError, match=message):

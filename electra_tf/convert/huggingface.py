@@ -16,7 +16,7 @@ import numpy as np
 from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.convert import official_names
-from electra_tf.convert.configs import GeneratorShape, check_weights_size, make_config
+from electra_tf.convert.configs import GeneratorShape, make_config
 from electra_tf.text import vocab as vocab_lib
 
 # Parameters that are not weights of the model: a buffer, and the generator's output layer
@@ -154,8 +154,8 @@ def read_model(directory: str, generator_directory: Optional[str] = None,
         dropout=disc.get("hidden_dropout_prob", 0.1),
         initializer_range=disc.get("initializer_range", 0.02),
         layer_norm_epsilon=disc.get("layer_norm_eps", 1e-12))
-    check_weights_size(architecture, weight_files(directory), config_path)
     state = {"discriminator": read_state_dict(directory)}
+    _check_config_fits(architecture, state["discriminator"], config_path)
     generator = None
     if generator_directory:
         gen_path = os.path.join(generator_directory, "config.json")
@@ -195,6 +195,33 @@ def to_official(state: dict, names, source: str) -> dict:
                               f"an ELECTRA encoder: {', '.join(unused[:15])}. Task heads "
                               "cannot be converted; give the pretrained model.")
     return weights
+
+
+def _check_config_fits(architecture: dict, params: dict, path: str) -> None:
+    """Compares the config's sizes with the weights' shapes before anything is built: a
+    config.json claiming `max_position_embeddings: 400000000` would otherwise make
+    TensorFlow allocate that table first (and fail after minutes, or exhaust the memory)."""
+    a = architecture
+    expected = {
+        "embeddings.word_embeddings.weight": ("vocab_size", "embedding_size"),
+        "embeddings.position_embeddings.weight": ("max_position_embeddings", "embedding_size"),
+        "embeddings.token_type_embeddings.weight": ("type_vocab_size", "embedding_size"),
+        "encoder.layer.0.attention.self.query.weight": ("hidden_size", "hidden_size"),
+        "encoder.layer.0.intermediate.dense.weight": ("intermediate_size", "hidden_size"),
+    }
+    for name, fields in expected.items():
+        key = _with_prefix("electra." + name, params)
+        shape = tuple(a[field] for field in fields)
+        if key is not None and tuple(params[key].shape) != shape:
+            sizes = ", ".join(f"{field}={a[field]}" for field in dict.fromkeys(fields))
+            raise ConfigError(f"{path}: {sizes}, but the weights' {key} is "
+                              f"{tuple(params[key].shape)}: the config does not belong to "
+                              "these weights.")
+    layers = {match.group(1) for match in map(re.compile(r"encoder\.layer\.(\d+)\.").search,
+                                              params) if match}
+    if layers and len(layers) != a["num_layers"]:
+        raise ConfigError(f"{path}: num_hidden_layers={a['num_layers']}, but the weights hold "
+                          f"{len(layers)} layers: the config does not belong to these weights.")
 
 
 def _with_prefix(key: str, params: dict) -> Optional[str]:
