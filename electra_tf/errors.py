@@ -5,6 +5,15 @@ each message names the bad input and the fix. Anything else is a bug and keeps i
 traceback.
 """
 
+import textwrap
+
+
+def first_line(error, width: int = 200) -> str:
+    """The first line of `error`'s message, shortened at a word boundary: a library's error
+    quoted inside one of ours (never cut mid-word, as `host='api.` once was)."""
+    lines = str(error).splitlines()
+    return textwrap.shorten(lines[0], width, placeholder=" ...") if lines else ""
+
 
 class UserError(ValueError):
     """Base of the errors a user can fix; the message says how."""

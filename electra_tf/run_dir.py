@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.config import ElectraConfig
-from electra_tf.errors import ConfigError
+from electra_tf.errors import ConfigError, first_line
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
 
@@ -220,7 +220,7 @@ def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropou
             restore_discriminator(encoder, pretrained.checkpoint)
         except (AssertionError, ValueError) as e:
             raise ConfigError(f"Checkpoint {pretrained.checkpoint} does not match the encoder "
-                              f"of its {CONFIG_FILE}: {str(e).splitlines()[0][:300]}")
+                              f"of its {CONFIG_FILE}: {first_line(e, 300)}")
     return encoder
 
 

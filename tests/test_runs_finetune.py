@@ -41,6 +41,9 @@ def test_classification_writes_results_predictions_and_best_checkpoints(finetune
     assert {p["prediction"] for p in predictions} <= {"neg", "pos"}
     assert all(abs(sum(p["probabilities"]) - 1) < 1e-3 for p in predictions)
     assert predictions[0]["source"].endswith("cls_dev.jsonl:1")
+    dev = read_jsonl(finetuned / "cls_dev.jsonl")  # the texts themselves, pairs too
+    assert [(p["text"], p.get("text_pair")) for p in predictions] == [
+        (r["text"], r.get("text_pair")) for r in dev]
     # The predictions are the best trial's: its accuracy, recomputed from them.
     correct = np.mean([p["prediction"] == p["label"] for p in predictions])
     assert correct == pytest.approx(max(accuracies))
@@ -63,7 +66,7 @@ def test_regression_and_tagging_runs(finetuned):
                                        "accuracy"}
     predictions = read_jsonl(finetuned / "ner" / "predictions.jsonl")
     assert len(predictions) == 24
-    assert all(len(p["prediction"]) == len(p["label"]) for p in predictions)
+    assert all(len(p["prediction"]) == len(p["label"]) == len(p["words"]) for p in predictions)
     tags = set(json.load(open(finetuned / "ner" / "labels.json")))
     assert {t for p in predictions for t in p["prediction"]} <= tags
 
@@ -153,15 +156,17 @@ def test_xla_compiled_fine_tuning_equals_the_graph_steps(pretrained_dir, tmp_pat
 
 
 def test_a_diverging_fine_tuning_stops_at_the_step_and_keeps_nothing_damaged(pretrained_dir,
-                                                                            tmp_path):
+                                                                            tmp_path, capsys):
     from electra_tf.training.callbacks import NonFiniteLoss
 
     train = head(DEMO / "sentiment" / "train.jsonl", 32, tmp_path / "train.jsonl")
-    cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=8,
-                         epochs=2, learning_rate=1e30, warmup_proportion=0.0)
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=64,
+                         epochs=3, learning_rate=1e30, warmup_proportion=0.0)
     with pytest.raises(NonFiniteLoss, match=r"NaN or infinite at step [23]; nothing was "
                                             r"saved\. Fine-tune again with a lower"):
         finetune(cfg, pretrained_dir, train, train, str(tmp_path / "out"))
+    assert ("warning: --batch_size=64 is larger than the 32 training examples"
+            in capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "out" / run_dir.EVAL_RESULTS_FILE)
     assert not [f for _, _, names in os.walk(tmp_path / "out") for f in names
                 if f.startswith("ckpt-")]

@@ -176,6 +176,17 @@ def test_resuming_with_other_settings_is_refused(tmp_path, shards, vocab_path, s
             model_dir=model_dir, data=shards[0], vocab=str(other_vocab)))
 
 
+def test_a_warmup_longer_than_the_run_is_warned_about(tmp_path, shards, vocab_path, capsys):
+    inputs = run.RunInputs(model_dir=str(tmp_path / "run"), data=shards[0], vocab=vocab_path)
+    run.prepare_run(tiny(max_seq_length=64, train_steps=5, warmup_steps=10000), inputs)
+    assert ("warning: --warmup_steps=10000 >= --train_steps=5: the learning rate never "
+            "leaves its warmup (it stays below 0.05% of --learning_rate)"
+            ) in capsys.readouterr().err
+    run.prepare_run(tiny(max_seq_length=64, train_steps=50, warmup_steps=10), run.RunInputs(
+        model_dir=str(tmp_path / "other"), data=shards[0], vocab=vocab_path))
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_shards_are_reused_and_changed_data_options_refused(tmp_path, vocab_path,
                                                             small_corpus, capsys):
     """The shards of --corpus are built once and reused on resume; options that change

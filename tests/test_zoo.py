@@ -163,6 +163,7 @@ def test_official_archive_is_fetched_verified_converted_cached_then_used_offline
 
 def test_hub_repo_by_spec_finds_its_generator_and_is_reused_offline(zoo, sources, tmp_path):
     path = resolve(f"hf:{HUB_DISC}")
+    assert resolve(HUB_DISC) == path  # ORG/NAME alone names the same repo
     api.from_huggingface(sources.disc, str(tmp_path / "expected"), sources.gen)
     fx.assert_same_weights(tmp_path / "expected", path)
     facts = cache.read_entry(os.path.basename(path))
@@ -255,6 +256,9 @@ def test_missing_unreachable_and_unusable_sources_are_one_clear_error(zoo, tmp_p
     for spec, error, message in (
             ("gone", DownloadError, r"/electra-data/gone.zip does not exist \(HTTP 404\)"),
             ("hf:test-org/nothing-here", DownloadError,
+             r"/test-org/nothing-here does not exist \(HTTP 404\)"),
+            ("test-org/nothing-here", DownloadError,  # a bare ORG/NAME, as transformers'
+             r"'test-org/nothing-here' is no local path, and as a Hugging Face repo: .*"
              r"/test-org/nothing-here does not exist \(HTTP 404\)"),
             ("unreachable", DownloadError, f"Cannot download {refused}: connection refused"),
             ("no_vocab", ConfigError, "holds no vocab.txt and the catalog names no vocab_url"),

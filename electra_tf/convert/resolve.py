@@ -14,7 +14,7 @@ import sys
 from typing import Optional
 
 from electra_tf.convert import api
-from electra_tf.errors import ConfigError
+from electra_tf.errors import ConfigError, DownloadError
 from electra_tf.zoo import cache, catalog, fetch
 
 _NOT_A_MODEL = ("an official TF1 checkpoint, a Hugging Face ELECTRA directory, a keras-hub "
@@ -28,7 +28,8 @@ def resolve(spec: str) -> str:
     (Hugging Face directory, official TF1 checkpoint or its directory, keras-hub preset),
     converted once into the cache; a catalog name, `hf:ORG/REPO[@REVISION]` or an
     `https://` archive, downloaded, verified and converted on first use and read from the
-    cache afterwards (offline).
+    cache afterwards (offline). A bare `ORG/NAME[@REVISION]` that is no local path is a Hub
+    repo, as in `transformers`.
     """
     spec = os.path.expanduser(spec)
     layout = api.detect_format(spec)
@@ -39,6 +40,12 @@ def resolve(spec: str) -> str:
     if os.path.exists(spec):
         raise ConfigError(f"{spec!r} is not a model: give {_NOT_A_MODEL}, or a model name "
                           "(`electra-presets` lists them).")
+    if catalog.is_hub_id(spec.partition("@")[0]):  # ORG/NAME[@REV], as transformers takes it
+        try:
+            return _cached_or_fetched(catalog.lookup(spec))
+        except DownloadError as e:
+            raise DownloadError(f"{spec!r} is no local path, and as a Hugging Face repo: "
+                                f"{e}") from e
     if not catalog.is_remote(spec) and (os.sep in spec or spec.startswith(".")):
         raise ConfigError(f"{spec!r} does not exist: give a local model, or a model name "
                           "(`electra-presets` lists them).")

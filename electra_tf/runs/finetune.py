@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import statistics
+import sys
 from typing import Optional
 
 import keras
@@ -111,6 +112,10 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
                                         else train_file, training=True)
     eval_examples = kind.read_examples(task, cfg, cfg.eval_split if cfg.tfds_name
                                        else eval_file, training=False)
+    if cfg.batch_size > len(train_examples):
+        print(f"warning: --batch_size={cfg.batch_size} is larger than the "
+              f"{len(train_examples)} training examples: each epoch is one smaller step; "
+              "lower --batch_size.", file=sys.stderr)
     labels = kind.labels(task, train_examples, cfg)
     kind.check_labels(eval_examples, labels, cfg)
     tokenizer = ElectraTokenizer(pretrained.vocab_path, encoder_config.lower_case,

@@ -133,6 +133,11 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
                 f"{inputs.model_dir} holds a run with a different config ({shown}); pass the "
                 "same flags to resume it, or choose a new --model_dir.")
     run_dir.write_config(inputs.model_dir, config)
+    if config.warmup_steps >= config.train_steps:
+        print(f"warning: --warmup_steps={config.warmup_steps} >= --train_steps="
+              f"{config.train_steps}: the learning rate never leaves its warmup (it stays below "
+              f"{config.train_steps / max(config.warmup_steps, 1):.2%} of --learning_rate); "
+              "lower --warmup_steps.", file=sys.stderr)
 
     if inputs.data:
         return config, inputs.data

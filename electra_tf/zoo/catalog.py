@@ -113,6 +113,20 @@ def load() -> dict:
     return entries
 
 
+def is_hub_id(spec: str) -> bool:
+    """Whether `spec` reads as a Hugging Face repo id, `ORG/NAME` (as `transformers` takes
+    them; the caller checks first that no such local path exists)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if spec.count("/") != 1 or spec.startswith((".", "~")):
+        return False
+    try:
+        validate_repo_id(spec)
+        return True
+    except HFValidationError:
+        return False
+
+
 def is_remote(spec: str) -> bool:
     """Whether `spec` names a source by scheme (not a catalog name or a path)."""
     return spec.startswith((_HF_PREFIX, "https://", "http://"))
@@ -125,20 +139,16 @@ def slug(spec: str) -> str:
 
 
 def lookup(spec: str) -> Entry:
-    """The entry `spec` names: a catalog name, `hf:ORG/REPO[@REVISION]` or an archive URL.
+    """The entry `spec` names: a catalog name, `hf:ORG/REPO[@REVISION]` (or `ORG/REPO`
+    alone) or an archive URL.
 
     Raises ConfigError for an unknown name, suggesting the closest ones.
     """
+    if is_hub_id(spec.partition("@")[0]):  # ORG/NAME[@REVISION], as transformers takes it
+        spec = _HF_PREFIX + spec
     if spec.startswith(_HF_PREFIX):
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-
         repo, _, revision = spec[len(_HF_PREFIX):].partition("@")
-        try:
-            validate_repo_id(repo)
-            valid = repo.count("/") == 1
-        except HFValidationError:
-            valid = False
-        if not valid:
+        if not is_hub_id(repo):
             raise ConfigError(f"{spec!r}: write a Hub repo as hf:ORG/REPO (or "
                               "hf:ORG/REPO@REVISION), letters, digits, '-', '_' and '.'.")
         return Entry(name=slug(spec), description=f"Hugging Face repo {repo}",

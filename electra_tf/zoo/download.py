@@ -17,7 +17,7 @@ import requests
 from tqdm.auto import tqdm
 
 from electra_tf import files
-from electra_tf.errors import ChecksumError, DownloadError
+from electra_tf.errors import ChecksumError, DownloadError, first_line
 
 ATTEMPTS = 3
 # No model archive comes near this (ELECTRA-Large's is 1.3 GB); it stops a hostile or broken
@@ -75,7 +75,7 @@ def _fetch_once(url: str, partial: str, name: str) -> dict:
                             f"{_OFFLINE_HINT}.") from e
     except requests.RequestException as e:  # a bad URL, a redirect to file:// or a loop
         raise DownloadError(f"Cannot download {url}: {type(e).__name__}: "
-                            f"{str(e).splitlines()[0][:200]}; give an https:// URL of "
+                            f"{first_line(e)}; give an https:// URL of "
                             "the archive itself.") from e
     with response:
         if response.status_code >= 400:
@@ -179,7 +179,7 @@ def _hub_call(call, what: str, url: str):
                             "unset it, or use a cached model or a local path.") from e
     except errors.HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else 0
-        raise _http_error(url, status, str(e).splitlines()[0][:200]) from e
+        raise _http_error(url, status, first_line(e)) from e
     except requests.ConnectionError as e:
         raise _connection_error(url, e) from e
     except requests.Timeout as e:

@@ -16,7 +16,7 @@ import zipfile
 from typing import Optional
 from urllib.parse import urlparse
 
-from electra_tf.errors import ConfigError, DownloadError
+from electra_tf.errors import ConfigError, DownloadError, first_line
 from electra_tf.zoo import cache, download
 from electra_tf.zoo.catalog import Entry
 
@@ -142,7 +142,7 @@ def _kaggle_download(handle: str) -> str:
         return kagglehub.model_download(handle[len("kaggle://"):])
     except Exception as e:  # kagglehub raises its own and requests' errors: report all
         raise DownloadError(f"Cannot download {handle} from Kaggle: "
-                            f"{str(e).splitlines()[0][:200]}; check the network, or use "
+                            f"{first_line(e)}; check the network, or use "
                             "the Hugging Face entry of the same model.") from e
 
 

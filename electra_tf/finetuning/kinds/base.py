@@ -99,7 +99,11 @@ class TaskData:
         return None if gold is None else task.score(gold, predicted)
 
     def describe(self, example) -> dict:
-        return {"source": example.source, "label": example.label}
+        """What predictions.jsonl shows of an example beside its prediction."""
+        text = {"text": example.text}
+        if example.text_pair is not None:
+            text["text_pair"] = example.text_pair
+        return {"source": example.source, **text, "label": example.label}
 
 
 def labelled(gold: list, examples):

@@ -92,4 +92,4 @@ class _TaggingData(TaskData):
                          for e in self.eval_examples], self.eval_examples)
 
     def describe(self, example):
-        return {"source": example.source, "label": example.tags}
+        return {"source": example.source, "words": example.words, "label": example.tags}
