@@ -10,6 +10,7 @@ Into a run directory that finetune.py, export/ and pretrain.py (to continue) acc
 Out of a run directory:
   electra-convert --to huggingface --checkpoint runs/x --output hf_out
   electra-convert --to official --checkpoint runs/x --output tf1/model.ckpt
+  electra-convert --to keras_hub --checkpoint runs/x --output keras_hub_preset
   electra-convert --to huggingface --checkpoint koelectra-small-v3 --output hf_ko
 
 Every model weight must come from the source and every source weight must find a place
@@ -35,7 +36,7 @@ REQUIRED = ["checkpoint", "output"]
 def define_flags():
     flags.DEFINE_enum("from", None, ["official", "huggingface", "keras_hub"],
                       "Source format, converted into a run directory at --output.")
-    flags.DEFINE_enum("to", None, ["huggingface", "official"],
+    flags.DEFINE_enum("to", None, ["huggingface", "official", "keras_hub"],
                       "Target format, converted from the run directory --checkpoint.")
     flags.DEFINE_string("checkpoint", None, "Source: a TF1 checkpoint prefix, an HF model "
                         "directory, a keras-hub preset directory or .keras file; with --to, "
@@ -72,6 +73,10 @@ def run(argv):
     elif target == "huggingface":
         written = api.to_huggingface(resolve(FLAGS.checkpoint), FLAGS.output)
         print(f"Wrote Hugging Face model directories: {', '.join(written)}")
+        return
+    elif target == "keras_hub":
+        written = api.to_keras_hub(resolve(FLAGS.checkpoint), FLAGS.output)
+        print(f"Wrote a keras-hub preset (ElectraBackbone + ElectraTokenizer): {written}")
         return
     else:
         written = api.to_official(resolve(FLAGS.checkpoint), FLAGS.output)

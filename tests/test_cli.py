@@ -26,8 +26,9 @@ def test_convert_in_and_out_of_every_format(tmp_path):
          tmp_path / "vocab.txt", "--output", tmp_path / "from_keras_hub"],
         ["--from", "huggingface", "--checkpoint", tmp_path, "--output", tmp_path / "x"],
         ["--from", "official", "--to", "huggingface", "--checkpoint", ours, "--output",
-         tmp_path / "y"])
-    assert [r["code"] for r in runs] == [0, 0, 0, 0, 0, 2, 2], runs
+         tmp_path / "y"],
+        ["--to", "keras_hub", "--checkpoint", ours, "--output", tmp_path / "keras_hub"])
+    assert [r["code"] for r in runs] == [0, 0, 0, 0, 0, 2, 2, 0], runs
     assert "Mapped 80 variables (discriminator + head + generator)" in runs[0]["stdout"]
     assert f"{tmp_path / 'hf_out'}, {tmp_path / 'hf_out' / 'generator'}" in runs[1]["stdout"]
     assert (tmp_path / "hf_out" / "generator" / "model.safetensors").is_file()
@@ -35,7 +36,9 @@ def test_convert_in_and_out_of_every_format(tmp_path):
     assert os.path.isfile(f"{tf1}.index")
     fx.assert_same_weights(ours, tmp_path / "from_tf1")  # out to TF1 and back: exact
     assert "Mapped 39 variables (discriminator) into" in runs[4]["stdout"]
-    for failed in runs[5:]:
+    assert (tmp_path / "keras_hub" / "config.json").is_file()  # a preset: from_preset loads it
+    assert "Wrote a keras-hub preset" in runs[7]["stdout"]
+    for failed in runs[5:7]:
         assert failed["stderr"].strip().splitlines()[-1].startswith("error: ")
         assert "Traceback" not in failed["stderr"]
     assert "Give exactly one of --from" in runs[6]["stderr"]

@@ -104,6 +104,25 @@ def to_huggingface(run: str, output: str) -> list:
     return huggingface.write_model(weights, config, vocab_path, output)
 
 
+def to_keras_hub(run: str, output: str) -> str:
+    """Run directory -> keras-hub preset directory (`ElectraBackbone` + `ElectraTokenizer`,
+    what `from_preset` loads): the discriminator encoder. keras-hub's backbone has a pooler
+    ELECTRA lacks (`pooled_dense`: its `pooled_output` is not our [CLS] vector; it keeps its
+    fresh initialisation) and uses the tanh GELU, so its `sequence_output` matches ours to
+    about 1e-3."""
+    import keras_hub
+
+    config, vocab_path, weights = run_weights.read_run(run)
+    backbone = keras_hub_backbone.new_backbone(config)
+    official_names.assign(keras_hub_backbone.backbone_weights(backbone), weights, run)
+    tokenizer = keras_hub.models.ElectraTokenizer(
+        vocabulary=vocab_lib.load_vocab(vocab_path), lowercase=config.lower_case)
+    with files.atomic_directory(output) as partial:
+        backbone.save_to_preset(partial)
+        tokenizer.save_to_preset(partial)
+    return output
+
+
 def to_official(run: str, output: str) -> str:
     """Run directory -> TF1 name-based checkpoint at prefix `output` (+ vocab.txt beside)."""
     config, vocab_path, weights = run_weights.read_run(run)

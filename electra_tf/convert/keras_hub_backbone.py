@@ -1,4 +1,4 @@
-"""keras-hub `ElectraBackbone` weights -> official names (its pooler is dropped).
+"""keras-hub `ElectraBackbone` weights <-> official names (its pooler has no counterpart).
 
 keras-hub's backbone is the discriminator encoder with the same `TransformerEncoder` layers
 as ours, but its layers use the tanh approximation of GELU: a converted model matches it
@@ -76,6 +76,18 @@ def backbone_weights(backbone) -> dict:
         mapped.update(official_names.layer_weights(
             layer, f"{_SCOPE}/encoder/layer_{i}", official_names.TRANSFORMER_LAYER))
     return mapped
+
+
+def new_backbone(config):
+    """A keras-hub ElectraBackbone of `config`'s discriminator (random weights)."""
+    import keras_hub
+
+    return keras_hub.models.ElectraBackbone(
+        vocab_size=config.vocab_size, num_layers=config.num_layers,
+        num_heads=config.num_heads, hidden_dim=config.hidden_size,
+        embedding_dim=config.embedding_size, intermediate_dim=config.intermediate_size,
+        dropout=config.dropout, max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size)
 
 
 def backbone_config(backbone, tokens: list, lower_case, source: str):
