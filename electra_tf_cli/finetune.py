@@ -52,7 +52,9 @@ def define_flags():
                         "archive, or a Hugging Face / TF1 / keras-hub model directory.")
     flags.DEFINE_string("train_file", None, "Training data (.jsonl, .csv, .tsv, GLUE .tsv, "
                         "CoNLL for tagging, SQuAD .json for QA).")
-    flags.DEFINE_string("eval_file", None, "Evaluation data, same format.")
+    flags.DEFINE_string("eval_file", None, "Evaluation data, same format, scored with the "
+                        "task's official metrics; without it the model is trained and kept, "
+                        "nothing scored.")
     flags.DEFINE_string("model_dir", None, "Output directory.")
     flags.DEFINE_bool("random_init", False, "Keep the architecture and vocab but start from "
                       "random weights (the no-pretraining baseline).")

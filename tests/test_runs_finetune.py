@@ -94,8 +94,8 @@ def test_bad_input_is_refused_in_one_line(pretrained_dir, tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "dev.jsonl:1: label 'y'" in result.stderr and "Traceback" not in result.stderr
     cfg = FinetuneConfig(task="text_classification")
-    with pytest.raises(TaskDataError, match="Give --train_file and --eval_file"):
-        finetune(cfg, pretrained_dir, str(bad), None, str(tmp_path / "x"))
+    with pytest.raises(TaskDataError, match=r"Give --train_file \(and --eval_file to score\)"):
+        finetune(cfg, pretrained_dir, None, None, str(tmp_path / "x"))
     with pytest.raises(TaskDataError, match="Unknown task 'summarization'"):
         finetune(FinetuneConfig(task="summarization"), pretrained_dir, str(bad), str(dev),
                  str(tmp_path / "x"))
@@ -165,8 +165,22 @@ def test_a_diverging_fine_tuning_stops_at_the_step_and_keeps_nothing_damaged(pre
     with pytest.raises(NonFiniteLoss, match=r"NaN or infinite at step [23]; nothing was "
                                             r"saved\. Fine-tune again with a lower"):
         finetune(cfg, pretrained_dir, train, train, str(tmp_path / "out"))
-    assert ("warning: --batch_size=64 is larger than the 32 training examples"
+    assert ("warning: --batch_size=64 is larger than the 32 training sequences"
             in capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "out" / run_dir.EVAL_RESULTS_FILE)
     assert not [f for _, _, names in os.walk(tmp_path / "out") for f in names
                 if f.startswith("ckpt-")]
+
+
+def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,
+                                                                capsys):
+    train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
+    out = tmp_path / "out"
+    results = finetune(FinetuneConfig(task="text_classification", max_seq_length=16,
+                                      batch_size=8, epochs=1), pretrained_dir, train, None,
+                       str(out))
+    assert results["summary"] == {} and results["trials"][0]["scores"] == {}
+    assert "no evaluation data; the model is kept unscored" in capsys.readouterr().out
+    assert not os.path.exists(out / "predictions.jsonl")
+    clf = ElectraTextClassifier.from_pretrained(str(out))  # kept, ready to predict
+    assert clf.predict(["a fine film", "a dull film"]).shape == (2, 2)

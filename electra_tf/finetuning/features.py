@@ -43,7 +43,8 @@ class Encoder:
                                    self.truncation)
             for key, value in packed.items():
                 outputs[key].append(value.numpy())
-        return {k: np.concatenate(v) for k, v in outputs.items()}
+        return {k: np.concatenate(v) if v else np.zeros((0, self.max_length), np.int32)
+                for k, v in outputs.items()}
 
     def encode_words(self, sentences, tag_ids=None):
         """Word-tokenized sentences -> (inputs, labels [n, len] or None, first-piece index).

@@ -57,6 +57,11 @@ class _EvaluateAndKeep(keras.callbacks.Callback):
         last = epoch + 1 == self.epochs
         if self.non_finite_step is not None or not (last or self.select_best):
             return
+        if not self.data.eval_examples:
+            if last:
+                print(f"  epoch {epoch + 1}: no evaluation data; the model is kept unscored")
+                self._keep(epoch, {}, [])
+            return
         outputs = self.model.predict(self.data.eval_inputs, batch_size=self.batch_size,
                                      verbose=0)
         predicted, records = self.data.predictions(outputs)
@@ -93,8 +98,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
         raise ConfigError("Fine-tuning runs on one machine: use --strategy mirrored (all "
                           "local GPUs) or tpu; multi_worker is for pretraining.")
     task = tasks.get_task(cfg.task)
-    if not cfg.tfds_name and not (train_file and eval_file):
-        raise TaskDataError("Give --train_file and --eval_file, or --tfds_name (with "
+    if not cfg.tfds_name and not train_file:
+        raise TaskDataError("Give --train_file (and --eval_file to score), or --tfds_name (with "
                             "--data_dir) for a prepared TensorFlow Datasets dataset.")
     if not init_checkpoint:
         raise ConfigError("--init_checkpoint is required: a pretraining run directory, a "
@@ -110,18 +115,21 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     kind = task.kind
     train_examples = kind.read_examples(task, cfg, cfg.train_split if cfg.tfds_name
                                         else train_file, training=True)
+    # Without --eval_file the model is trained and kept, and nothing is scored.
     eval_examples = kind.read_examples(task, cfg, cfg.eval_split if cfg.tfds_name
-                                       else eval_file, training=False)
-    if cfg.batch_size > len(train_examples):
-        print(f"warning: --batch_size={cfg.batch_size} is larger than the "
-              f"{len(train_examples)} training examples: each epoch is one smaller step; "
-              "lower --batch_size.", file=sys.stderr)
+                                       else eval_file, training=False) if (
+        cfg.tfds_name or eval_file) else []
     labels = kind.labels(task, train_examples, cfg)
     kind.check_labels(eval_examples, labels, cfg)
     tokenizer = ElectraTokenizer(pretrained.vocab_path, encoder_config.lower_case,
                                  encoder_config.strip_accents)
     data = kind.prepare(task, cfg, tokenizer, pretrained.special_ids, train_examples,
                         eval_examples, labels)
+    sequences = len(data.train[0]["input_word_ids"])  # QA: a question's context windows
+    if cfg.batch_size > sequences:
+        print(f"warning: --batch_size={cfg.batch_size} is larger than the {sequences} "
+              "training sequences: each epoch is one smaller step; lower --batch_size.",
+              file=sys.stderr)
     model_info = {"class_name": kind.model_class,
                   "head_config": kind.head_config(task, labels, cfg,
                                                   encoder_config.initializer_range, data)}
@@ -142,11 +150,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     best_trial = max(range(len(trials)),
                      key=lambda t: trials[t]["scores"][task.main_metric] if scored else 0)
     records = trials[best_trial]["records"]
-    with open(os.path.join(model_dir, run_dir.PREDICTIONS_FILE), "w", encoding="utf-8") as f:
-        for example, record in zip(eval_examples, records):
-            f.write(json.dumps({**data.describe(example), **record}, ensure_ascii=False) + "\n")
-    for name, value in kind.prediction_files(data, records).items():
-        run_dir.write_json(model_dir, name, value)
+    if eval_examples:
+        _write_predictions(model_dir, kind, data, eval_examples, records)
     for trial in trials:
         trial.pop("records", None)
     results = {"task": task.name, "main_metric": task.main_metric,
@@ -156,6 +161,14 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
                "summary": _summary(trials) if scored else {}}
     run_dir.write_json(model_dir, run_dir.EVAL_RESULTS_FILE, results)
     return results
+
+
+def _write_predictions(model_dir, kind, data, eval_examples, records) -> None:
+    with open(os.path.join(model_dir, run_dir.PREDICTIONS_FILE), "w", encoding="utf-8") as f:
+        for example, record in zip(eval_examples, records):
+            f.write(json.dumps({**data.describe(example), **record}, ensure_ascii=False) + "\n")
+    for name, value in kind.prediction_files(data, records).items():
+        run_dir.write_json(model_dir, name, value)
 
 
 def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_dir, seed,
