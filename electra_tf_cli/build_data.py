@@ -30,10 +30,14 @@ REQUIRED = ["corpus", "vocab", "output_dir"]
 def define_flags():
     flags.DEFINE_string("corpus", None, "Comma-separated globs/files/dirs of UTF-8 text: one "
                         "sentence or line per line, blank line between documents.")
-    flags.DEFINE_string("vocab", None, "WordPiece vocab file.")
+    flags.DEFINE_string("vocab", None, "WordPiece vocab file (electra-build-vocab writes "
+                        "one); pretraining must use the same.")
     flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards.")
-    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-    flags.DEFINE_integer("num_shards", 16, "Number of output shards.")
+    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example, [CLS]/[SEP] included "
+                         "(official: 128 Small, 512 Base/Large); pretraining must use the "
+                         "same.")
+    flags.DEFINE_integer("num_shards", 16, "Output TFRecord files; at least the number of "
+                         "training workers, so each reads its own.")
     flags.DEFINE_integer("num_processes", os.cpu_count() or 1, "Parallel worker processes.")
     flags.DEFINE_bool("lower_case", True, "Lower-case text (must match the vocab).")
     flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")

@@ -106,6 +106,14 @@ def storage_problem(error: Exception):
     return None
 
 
+UNDOCUMENTED = "(undocumented)"
+
+
+def undocumented(field) -> str:
+    """The help of a flag nobody wrote one for: a test refuses it in every command."""
+    return UNDOCUMENTED
+
+
 def define_dataclass_flags(cls, help_texts: dict, default_help, skip=()) -> None:
     """One absl flag per field of dataclass `cls`, defaulting to None ("not given").
 

@@ -42,6 +42,43 @@ _HELP = {
     "tfds_name": "A prepared TFDS dataset, e.g. glue/sst2 (read from --data_dir, never "
                  "downloaded); replaces --train_file/--eval_file.",
     "data_dir": "TFDS data directory holding the prepared --tfds_name.",
+    "max_seq_length": "Word pieces per input, [CLS]/[SEP] included (default 128; 512 for "
+                      "SQuAD, 256 for tagging, as the official code). Longer inputs are cut.",
+    "batch_size": "Examples per optimizer step, over all replicas (official: 32). Lower it "
+                  "when memory runs out.",
+    "warmup_proportion": "Fraction of the steps the learning rate warms up over (official "
+                         "0.1), then it decays linearly to 0.",
+    "weight_decay": "Decoupled AdamW weight decay (official 0.01; LayerNorm and biases "
+                    "are never decayed).",
+    "dropout": "Dropout inside the encoder (official 0.1).",
+    "head_dropout": "Dropout before the task head (default: the official choice, the "
+                    "encoder's dropout for classification/regression, none for tagging/QA).",
+    "adam_bias_correction": "Use Adam's bias correction (the official recipe has none; "
+                            "turn on to compare with standard AdamW).",
+    "batch_loss": "sum: the loss summed over the batch, clipped at global norm 1.0 "
+                  "(official); mean: averaged over the batch (our earlier variant).",
+    "double_unordered": "MRPC and STS-B also train on every pair in swapped order "
+                        "(official); --nodouble_unordered trains on the file's order only.",
+    "tag_encoding": "bioes: span tags (IOB1/IOB2 in the files) train as BIOES and come back "
+                    "as IOB2 (official); as_given: train on the file's tags as they are.",
+    "select_best_epoch": "Report and keep the epoch with the best main metric on the eval "
+                         "file (scores every epoch) instead of the last one (official).",
+    "seed": "Random seed of the first trial (trial k uses seed + k).",
+    "text_field": "CSV/TSV/JSONL column or key holding the text.",
+    "pair_field": "Column or key holding the second text of a pair (absent: single texts).",
+    "label_field": "Column or key holding the label.",
+    "train_split": "--tfds_name split to train on.",
+    "eval_split": "--tfds_name split to evaluate on (MNLI: validation_matched or "
+                  "validation_mismatched).",
+    "doc_stride": "QA: word pieces between the starts of a long context's windows.",
+    "max_query_length": "QA: word pieces of the question kept (the rest is cut).",
+    "max_answer_length": "QA: the longest answer span decoded, in word pieces.",
+    "qa_joint_prediction": "QA: predict the end given the start with a beam (official); "
+                           "--noqa_joint_prediction predicts both independently.",
+    "qa_beam_size": "QA: starts (and ends per start) kept while decoding.",
+    "qa_answerable_weight": "SQuAD 2.0: weight of the answerability classifier's loss.",
+    "qa_na_threshold": "SQuAD 2.0: predict no answer when the no-answer logit exceeds this "
+                       "(official -2.75; results also report the best threshold).",
 }
 
 
@@ -55,10 +92,11 @@ def define_flags():
     flags.DEFINE_string("eval_file", None, "Evaluation data, same format, scored with the "
                         "task's official metrics; without it the model is trained and kept, "
                         "nothing scored.")
-    flags.DEFINE_string("model_dir", None, "Output directory.")
+    flags.DEFINE_string("model_dir", None, "Output directory: the kept model of each trial, "
+                        "eval_results.json, predictions.jsonl, logs.")
     flags.DEFINE_bool("random_init", False, "Keep the architecture and vocab but start from "
                       "random weights (the no-pretraining baseline).")
-    common.define_dataclass_flags(FinetuneConfig, _HELP, lambda f: f"Default: {f.default!r}.")
+    common.define_dataclass_flags(FinetuneConfig, _HELP, common.undocumented)
     common.define_runtime_flags()
 
 

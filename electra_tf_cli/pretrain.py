@@ -52,6 +52,38 @@ _HELP = {
     "grad_accum_steps": "Split each replica's share of the batch into this many "
                         "micro-batches and sum their gradients (for batches larger than "
                         "memory allows).",
+    "train_steps": "Optimizer steps of the run (may be raised on resume to train longer).",
+    "warmup_steps": "Steps over which the learning rate ramps up from 0 (official 10,000); "
+                    "keep it well below --train_steps.",
+    "learning_rate": "Peak learning rate (official: 5e-4 Small, 2e-4 Base/Large); may be "
+                     "lowered on resume, e.g. after a loss turned NaN.",
+    "lr_decay_power": "Power of the decay to 0 after warmup (1: linear, official).",
+    "weight_decay": "Decoupled AdamW weight decay (LayerNorm and biases excluded).",
+    "clip_norm": "Clip the gradients summed over replicas at this global norm (0: none).",
+    "mask_prob": "Fraction of tokens masked for the generator (official 0.15; the paper "
+                 "found 0.25 better for Large).",
+    "mlm_weight": "Weight of the generator's MLM loss (paper: 1).",
+    "max_seq_length": "Tokens per pretraining example (official 128 Small, 512 Base/Large); "
+                      "shards must be built with the same length.",
+    "keep_checkpoints": "How many of the latest checkpoints to keep.",
+    "seed": "Random seed of the initial weights, masking and data order.",
+    "dropout": "Dropout inside both towers (official 0.1).",
+    "initializer_range": "Std of the truncated-normal weight initialisation.",
+    "layer_norm_epsilon": "LayerNorm epsilon (official 1e-12).",
+    "embedding_size": "Width of the token embeddings (projected to --hidden_size when "
+                      "different, as ELECTRA-Small).",
+    "hidden_size": "Width of the discriminator's transformer layers.",
+    "num_layers": "Transformer layers of each tower.",
+    "num_heads": "Attention heads of the discriminator (the generator's scale with "
+                 "--generator_size).",
+    "intermediate_size": "Width of the discriminator's feed-forward layers.",
+    "max_position_embeddings": "Positions the model can take (official 512); at least "
+                               "--max_seq_length.",
+    "type_vocab_size": "Segment ids (2: sentence A and B).",
+    "lower_case": "Lower-case the text (uncased models); --nolower_case for cased ones "
+                  "and for Korean.",
+    "strip_accents": "Strip accents (default: follows --lower_case; keep it off for Korean, "
+                     "whose syllables it decomposes).",
 }
 
 
@@ -77,7 +109,7 @@ def define_flags():
                        "to the most steps that fit, so objectives and sizes compare at equal "
                        "compute.")
     common.define_dataclass_flags(ElectraConfig, _HELP,
-                                  lambda f: f"Override the preset's {f.name}.", skip=_DERIVED)
+                                  common.undocumented, skip=_DERIVED)
     common.define_runtime_flags()
 
 

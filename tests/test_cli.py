@@ -1,7 +1,10 @@
 """The console commands as a user runs them: converting in and out of every format, learning
 a vocab, --help, and TensorFlow's start-up lines only on --verbose."""
 
+import json
 import os
+
+import pytest
 
 import convert_fixtures as fx
 from conftest import SMALL_CORPUS, TENSORFLOW_LOG_LINE, run_app, run_command
@@ -96,3 +99,28 @@ def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, c
                                                       "--output", tmp_path / "out"])
     assert run["code"] == 2 and "Traceback" not in run["stderr"], run
     assert f"cannot write {tmp_path / 'a-file' / 'cache'}" in run["stderr"]
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    """Each command's own flags (and the shared ones) have a real help text, not a bare
+    default or the placeholder of an undocumented dataclass field. One process: each
+    command's flags are defined, read and deleted before the next command's."""
+    script = (
+        "import importlib, json\n"
+        "from absl import flags\n"
+        "helps = {}\n"
+        "for command in ('build_data', 'build_vocab', 'convert', 'export_classifier',\n"
+        "                'export_encoder', 'finetune', 'pretrain'):\n"
+        "    importlib.import_module('electra_tf_cli.' + command).define_flags()\n"
+        "    ours = [name for name in list(flags.FLAGS)\n"
+        "            if 'electra_tf_cli' in (flags.FLAGS.find_module_defining_flag(name) or '')]\n"
+        "    for name in ours:\n"
+        "        helps[command + ' --' + name] = flags.FLAGS[name].help\n"
+        "        delattr(flags.FLAGS, name)\n"
+        "print(json.dumps(helps))\n")
+    result = run_command("python", "-c", script)
+    helps = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(helps) > 100 and "finetune --qa_na_threshold" in helps
+    poor = {name: text for name, text in helps.items()
+            if text == "(undocumented)" or text.startswith("Default:") or len(text) < 20}
+    assert not poor, poor
