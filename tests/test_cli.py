@@ -68,7 +68,6 @@ def test_build_vocab_shows_tensorflow_lines_only_on_verbose_and_helps(tmp_path):
 def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, capsys):
     import errno
 
-    import pytest
     import tensorflow as tf
 
     from electra_tf_cli import common
