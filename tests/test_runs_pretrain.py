@@ -36,6 +36,9 @@ def test_corpus_to_run_directory_and_resume(tmp_path, small_corpus, capsys):
                         "--vocab_size", "800", "--checkpoint_every", "5", "--train_steps", "10",
                         "--nofused_gelu", *TINY, cwd=ROOT, env={"TF_CPP_MIN_LOG_LEVEL": None})
     assert "Run directory:" in first.stdout and "discriminator AUC" in first.stdout
+    # Output to a file: a line per checkpoint interval, headed by its steps, no bar codes.
+    assert "Steps 0-5 of 10" in first.stdout and "Steps 5-10 of 10" in first.stdout
+    assert "Epoch 1/" not in first.stdout and "\x1b[" not in first.stdout
     # Quiet: no TensorFlow C++ start-up lines (oneDNN, GPU probing) without --verbose.
     assert not TENSORFLOW_LOG_LINE.search(first.stderr), first.stderr
     config = json.load(open(os.path.join(model_dir, "config.json")))

@@ -217,7 +217,8 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
     directory that is removed). SIGTERM saves a checkpoint and raises
     `callbacks.Preempted`; a NaN or infinite loss stops the run before anything saves the
     damaged weights and raises `callbacks.NonFiniteLoss`. `extra_callbacks` (Keras
-    callbacks: your own logging, ...) run after ours.
+    callbacks: your own logging, ...) run after ours. `verbose=1` shows a progress bar per
+    checkpoint interval on a terminal and one line per interval elsewhere (a log file).
     """
     runtime = (runtime or RuntimeOptions()).validated()
     strategy = strategy or runtime_lib.create_strategy(runtime)
@@ -262,7 +263,10 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         dataset = pretraining_dataset(file_pattern, training=True,
                                       seed=config.seed + start_step, **data_options)
         checkpointer = callbacks.CheckpointEvery(manager, config.checkpoint_every)
-        run_callbacks = [callbacks.StopAtStep(config.train_steps), checkpointer, preemption]
+        run_callbacks = [callbacks.StopAtStep(config.train_steps), checkpointer, preemption,
+                         callbacks.StepsProgbar(steps_per_epoch, config.train_steps)]
+        if verbose == 1 and not (sys.stdout.isatty() or "ipykernel" in sys.modules):
+            verbose = 2  # a log file gets a line per interval, not the bar's terminal codes
         if chief:
             log_every = max(1, steps_per_epoch // 10)
             logs = os.path.join(model_dir, run_dir.LOGS_DIR)

@@ -62,6 +62,24 @@ class CheckpointEvery(keras.callbacks.Callback):
         self.save()
 
 
+class StepsProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar with each `fit` epoch (a pretraining run's checkpoint interval)
+    headed by the optimizer steps it spans, "Steps 50-100 of 200", not "Epoch 2/4"."""
+
+    def __init__(self, steps_per_epoch: int, last_step: int):
+        super().__init__()
+        self.steps_per_epoch, self.last_step = steps_per_epoch, last_step
+
+    def on_epoch_begin(self, epoch, logs=None):
+        first = epoch * self.steps_per_epoch
+        if self.verbose:
+            print(f"Steps {first}-{min(first + self.steps_per_epoch, self.last_step)} of "
+                  f"{self.last_step}", flush=True)
+        epochs, self.epochs = self.epochs, 1  # Keras heads an epoch when there are several
+        super().on_epoch_begin(epoch, logs)
+        self.epochs = epochs
+
+
 class StopAtStep(keras.callbacks.Callback):
     """Ends `fit` once the optimizer has taken `last_step` steps (epochs may not divide it)."""
 
