@@ -12,6 +12,8 @@ Out of a run directory:
   electra-convert --to official --checkpoint runs/x --output tf1/model.ckpt
   electra-convert --to keras_hub --checkpoint runs/x --output keras_hub_preset
   electra-convert --to huggingface --checkpoint koelectra-small-v3 --output hf_ko
+A fine-tuned run (electra-finetune --model_dir) as Hugging Face's task model, with its labels:
+  electra-convert --to huggingface --checkpoint runs/sentiment --output hf_sentiment
 
 Every model weight must come from the source and every source weight must find a place
 (optimizer slots and global_step aside); otherwise the offenders are listed by name.
@@ -25,9 +27,11 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from electra_tf import run_dir  # noqa: E402
 from electra_tf.convert import api  # noqa: E402
 from electra_tf.errors import ConfigError  # noqa: E402
 from electra_tf.convert.resolve import resolve  # noqa: E402
+from electra_tf.export.huggingface import export_huggingface  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "output"]
@@ -41,7 +45,8 @@ def define_flags():
     flags.DEFINE_string("checkpoint", None, "Source: a TF1 checkpoint prefix, an HF model "
                         "directory, a keras-hub preset directory or .keras file; with --to, "
                         "our run directory, a released model's name (electra-presets), "
-                        "hf:ORG/REPO or an https:// archive.")
+                        "hf:ORG/REPO or an https:// archive; with --to huggingface, also a "
+                        "fine-tuning run (electra-finetune --model_dir).")
     flags.DEFINE_string("generator", None, "--from huggingface: the ElectraForMaskedLM "
                         "generator's directory.")
     flags.DEFINE_string("vocab", None, "Vocab file (default: the one beside the checkpoint).")
@@ -51,6 +56,8 @@ def define_flags():
                       "config, else guessed from the vocab).")
     flags.DEFINE_integer("num_heads", None, "--from official: the discriminator's attention "
                          "heads (default: hidden size / 64, the official rule).")
+    flags.DEFINE_integer("trial", None, "--to huggingface of a fine-tuning run: the trial "
+                         "whose model to convert (default: the best one's).")
     flags.DEFINE_bool("discriminator_only", False, "Convert the discriminator alone, ignoring "
                       "any generator weights in the source.")
 
@@ -70,6 +77,17 @@ def run(argv):
     elif source == "keras_hub":
         report = api.from_keras_hub(FLAGS.checkpoint, FLAGS.output, FLAGS.vocab,
                                     FLAGS.lower_case)
+    elif target == "huggingface" and run_dir.is_finetuned(FLAGS.checkpoint):
+        report = export_huggingface(FLAGS.checkpoint, FLAGS.output, FLAGS.trial)
+        print(f"Wrote Hugging Face's {report['architecture']}: {report['path']} "
+              f"(transformers.pipeline(\"{report['pipeline_task']}\", model=...)).")
+        for note in report["notes"]:
+            print(f"note: {note}")
+        return
+    elif run_dir.is_finetuned(FLAGS.checkpoint):
+        raise ConfigError(f"{FLAGS.checkpoint} is a fine-tuning run: it converts --to "
+                          "huggingface (the official and keras-hub formats hold no task "
+                          "heads).")
     elif target == "huggingface":
         written = api.to_huggingface(resolve(FLAGS.checkpoint), FLAGS.output)
         print(f"Wrote Hugging Face model directories: {', '.join(written)}")

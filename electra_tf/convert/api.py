@@ -100,6 +100,7 @@ def from_keras_hub(checkpoint: str, output: str, vocab: Optional[str] = None,
 
 def to_huggingface(run: str, output: str) -> list:
     """Run directory -> HF directories (`output/`, and `output/generator/`); returns them."""
+    files.check_new_directory(output)  # before the model is loaded
     config, vocab_path, weights = run_weights.read_run(run)
     return huggingface.write_model(weights, config, vocab_path, output)
 

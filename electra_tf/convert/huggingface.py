@@ -280,36 +280,53 @@ def hf_config(config, generator: bool = False) -> dict:
 
 
 def write_model(weights: dict, config, vocab_path: str, output: str) -> list:
-    """Writes HF directories: `output/` (discriminator) and, with generator weights,
-    `output/generator/`. Returns the directories written."""
+    """Writes HF directories into the new directory `output`: the discriminator and, with
+    generator weights, `generator/` inside it. Returns the directories written."""
+    models = {"discriminator": ("", False)}
+    if any(official_names.is_generator_name(name) for name in weights):
+        models["generator"] = ("generator", True)
+    with files.atomic_directory(output) as partial:
+        for subdirectory, generator in models.values():
+            state = {}
+            for official, value in weights.items():
+                shared = official.startswith("electra/embeddings/")
+                if official_names.is_generator_name(official) == generator or (
+                        generator and shared):
+                    state[hf_name(official)] = _transpose_kernel(official, value)
+            if generator:
+                state["generator_lm_head.weight"] = state[
+                    "electra.embeddings.word_embeddings.weight"]
+            write_directory(os.path.join(partial, subdirectory), state,
+                            hf_config(config, generator), config, vocab_path)
+    return [os.path.join(output, subdirectory).rstrip(os.sep)
+            for subdirectory, _ in models.values()]
+
+
+def encoder_state(weights: dict) -> dict:
+    """{HF name: array} of the discriminator encoder's official `weights`."""
+    return {hf_name(name): _transpose_kernel(name, value) for name, value in weights.items()
+            if name.startswith(official_names.DISCRIMINATOR_SCOPE + "/")}
+
+
+def write_directory(directory: str, state: dict, config_json: dict, config, vocab_path: str,
+                    max_length: Optional[int] = None) -> None:
+    """One HF model directory: `model.safetensors` of `state`, `config.json`, and the
+    tokenizer files of our `config`'s vocab (inputs cut at `max_length`, default the
+    position table's length)."""
     from safetensors.numpy import save_file
 
-    models = {"discriminator": (output, False)}
-    if any(official_names.is_generator_name(name) for name in weights):
-        models["generator"] = (os.path.join(output, "generator"), True)
-    for directory, generator in models.values():
-        os.makedirs(directory, exist_ok=True)
-        state = {}
-        for official, value in weights.items():
-            shared = official.startswith("electra/embeddings/")
-            if official_names.is_generator_name(official) == generator or (generator and shared):
-                state[hf_name(official)] = _transpose_kernel(official, value).astype(np.float32)
-        if generator:
-            state["generator_lm_head.weight"] = state["electra.embeddings.word_embeddings.weight"]
-        save_file(state, os.path.join(directory, "model.safetensors"),
-                  metadata={"format": "pt"})
-        files.write_json(os.path.join(directory, "config.json"), hf_config(config, generator))
-        _write_tokenizer(config, vocab_path, directory)
-    return [directory for directory, _ in models.values()]
-
-
-def _write_tokenizer(config, vocab_path: str, directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    # Contiguous: safetensors writes the buffer as it lies (a transposed view would be
+    # written untransposed).
+    save_file({name: np.ascontiguousarray(value, np.float32) for name, value in state.items()},
+              os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    files.write_json(os.path.join(directory, "config.json"), config_json)
     with open(vocab_path, encoding="utf-8") as f:
         files.write_text(os.path.join(directory, "vocab.txt"), f.read())
     files.write_json(os.path.join(directory, "tokenizer_config.json"), {
         "tokenizer_class": "ElectraTokenizer", "do_lower_case": config.lower_case,
         "strip_accents": config.strip_accents if not config.lower_case else None,
-        "model_max_length": config.max_position_embeddings,
+        "model_max_length": max_length or config.max_position_embeddings,
     })
     files.write_json(os.path.join(directory, "special_tokens_map.json"), {
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
