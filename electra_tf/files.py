@@ -9,22 +9,31 @@ import shutil
 from electra_tf.errors import ConfigError
 
 
-def write_text(path: str, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, then renames it over `path`.
+@contextlib.contextmanager
+def atomic_file(path: str):
+    """Yields a text file to write, opened under a temporary name beside `path` and renamed
+    over `path` when the block ends without error.
 
     The temporary name is unique (`unique_name`): workers of one multi-worker run write
     the same config into the same run directory at the same time. On an error (a full
-    disk) the temporary file is removed and `path` keeps its last complete version.
+    disk) or a kill, the temporary file is removed and `path` keeps its last complete
+    version.
     """
     tmp = unique_name(path, ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+            yield f
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `text` to `path` atomically (`atomic_file`)."""
+    with atomic_file(path) as f:
+        f.write(text)
 
 
 def write_json(path: str, value, **dump_options) -> None:
@@ -59,6 +68,14 @@ def check_new_directory(path: str) -> None:
     if os.path.lexists(path):
         raise ConfigError(f"{path!r} already exists and is not an empty directory; write to a "
                           "new path (nothing there is deleted or overwritten).")
+
+
+def check_new_file(path: str) -> None:
+    """Raises ConfigError when `path` exists: a command never overwrites what it did not
+    create."""
+    if os.path.lexists(path):
+        raise ConfigError(f"{path!r} already exists; write to a new path (nothing there is "
+                          "deleted or overwritten).")
 
 
 @contextlib.contextmanager

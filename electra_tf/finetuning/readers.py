@@ -46,9 +46,9 @@ def read_sequence_examples(task, path: str, text_field="text",
             path, text_field):
         return _read_glue(task, path, require_labels)
     if path.endswith((".jsonl", ".json")):
-        rows = _jsonl_rows(path)
+        rows = jsonl_rows(path)
     elif path.endswith((".csv", ".tsv")):
-        rows = _delimited_rows(path, "\t" if path.endswith(".tsv") else ",")
+        rows = delimited_rows(path, "\t" if path.endswith(".tsv") else ",")
     else:
         raise TaskDataError(f"{path}: unknown format; use .jsonl, .csv or .tsv.")
     examples = []
@@ -71,7 +71,7 @@ def _has_named_columns(path, text_field):
         return text_field in f.readline().rstrip("\n").split("\t")
 
 
-def _jsonl_rows(path):
+def jsonl_rows(path):
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -85,7 +85,7 @@ def _jsonl_rows(path):
             yield f"{path}:{number}", row
 
 
-def _delimited_rows(path, delimiter):
+def delimited_rows(path, delimiter):
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL)
         for row in reader:
