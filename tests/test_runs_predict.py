@@ -11,7 +11,7 @@ from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.models.finetuned import load_finetuned
 from electra_tf.runs.predict import predict_file
 
-ROWS = [{"text": "a wonderful, moving film"},
+ROWS = [{"text": "a wonderful, moving film", "id": 7},
         {"text": "dull and far too long", "text_pair": "I left early."},
         {"text": "the plot? it has none.", "text_pair": ""}]
 
@@ -24,8 +24,7 @@ def test_classifier_run_and_its_export_predict_what_the_model_does(finetuned, tm
                          inputs, "--output", tmp_path / "run.jsonl", "--batch_size", "4")
     assert "Predicted 9 inputs (classification)" in result.stdout
     lines = read_jsonl(tmp_path / "run.jsonl")
-    assert [{k: r[k] for k in r if k.startswith("text")} for r in lines] == [
-        {k: v for k, v in r.items() if v} for r in ROWS * 3]
+    assert [{k: r[k] for k in ROWS[i % 3]} for i, r in enumerate(lines)] == ROWS * 3
 
     model = load_finetuned(str(finetuned / "cls")).model
     expected = model.predict(([r["text"] for r in ROWS], [r.get("text_pair", "")

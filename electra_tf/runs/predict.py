@@ -1,5 +1,5 @@
 """Predicting with a fine-tuned model: a fine-tuning run or its serving export, raw inputs
-in, one JSON line per input out (the input's fields and its `prediction`).
+in, one JSON line per input out (the input's fields, all kept, and its `prediction`).
 
 Inputs by the model's kind:
 - classification, regression: JSONL `text` (and `text_pair` for a model trained on pairs),
@@ -96,7 +96,7 @@ def _signature_predictor(signature) -> Predictor:
     def predict(rows):
         feed = {"text": tf.constant([row["text"] for row in rows])}
         if text_pairs:
-            feed["text_pair"] = tf.constant([row.get("text_pair") or "" for row in rows])
+            feed["text_pair"] = tf.constant([str(row.get("text_pair") or "") for row in rows])
         answers = concrete(**feed)
         if "score" in answers:
             return [{"prediction": round(float(s), 5)} for s in answers["score"].numpy()]
@@ -151,14 +151,11 @@ def _text_rows(path: str, text_pairs: bool) -> list:
         text = record.get("text")
         if not isinstance(text, str):
             raise TaskDataError(f"{where}: no string field 'text' (have {sorted(record)}).")
-        row = {"text": text}
         pair = record.get("text_pair")
-        if pair not in (None, ""):
-            if not text_pairs:
-                raise TaskDataError(f"{where}: has a text_pair, but the model was fine-tuned "
-                                    "on single texts; drop the field.")
-            row["text_pair"] = str(pair)
-        rows.append(row)
+        if pair not in (None, "") and not text_pairs:
+            raise TaskDataError(f"{where}: has a text_pair, but the model was fine-tuned "
+                                "on single texts; drop the field.")
+        rows.append(record)  # every field is kept in the output (ids, gold labels, ...)
     return rows
 
 
@@ -177,7 +174,7 @@ def _word_rows(path: str) -> list:
             words = record["text"].split()
         if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
             raise TaskDataError(f"{where}: give 'words' (a list of strings) or 'text'.")
-        rows.append({"words": words})
+        rows.append({**record, "words": words})
     return rows
 
 
@@ -193,8 +190,7 @@ def _qa_rows(path: str) -> list:
     for where, record in records:
         if not all(isinstance(record.get(k), str) for k in ("question", "context")):
             raise TaskDataError(f"{where}: give string fields 'question' and 'context'.")
-        rows.append({"id": str(record.get("id", where)), "question": record["question"],
-                     "context": record["context"]})
+        rows.append({**record, "id": str(record.get("id", where))})
     return rows
 
 
