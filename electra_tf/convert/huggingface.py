@@ -106,8 +106,9 @@ _SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads
 
 
 def _architecture(hf_config: dict, path: str) -> dict:
-    bad = [k for k in _SIZES + ("embedding_size",) if (k in hf_config or k in _SIZES) and not (
-        isinstance(hf_config.get(k), int) and hf_config[k] > 0)]
+    present = [k for k in ("embedding_size",) if k in hf_config]  # optional
+    bad = [k for k in (*_SIZES, *present)
+           if not (isinstance(hf_config.get(k), int) and hf_config[k] > 0)]
     if bad:
         raise ConfigError(f"{path}: {', '.join(bad)} must be positive integers (got "
                           f"{', '.join(repr(hf_config.get(k)) for k in bad)}).")

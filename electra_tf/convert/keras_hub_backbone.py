@@ -13,6 +13,11 @@ from electra_tf.convert import official_names
 from electra_tf.convert.configs import check_weights_size, make_config
 
 _SCOPE = official_names.DISCRIMINATOR_SCOPE
+# Our config field -> the ElectraBackbone argument (and attribute) holding it.
+_SIZES = {"vocab_size": "vocab_size", "embedding_size": "embedding_dim",
+          "hidden_size": "hidden_dim", "num_layers": "num_layers", "num_heads": "num_heads",
+          "intermediate_size": "intermediate_dim",
+          "max_position_embeddings": "max_sequence_length", "type_vocab_size": "num_segments"}
 _EMBEDDINGS = (
     ("token_embedding", {"embeddings": "word_embeddings"}),
     ("position_embedding", {"embeddings": "position_embeddings"}),
@@ -44,12 +49,7 @@ def _check_preset_size(path: str) -> None:
     if not os.path.isfile(weights):
         return  # keras-hub reports what is missing
     try:
-        architecture = dict(
-            vocab_size=int(config["vocab_size"]), embedding_size=int(config["embedding_dim"]),
-            hidden_size=int(config["hidden_dim"]), num_layers=int(config["num_layers"]),
-            intermediate_size=int(config["intermediate_dim"]),
-            max_position_embeddings=int(config["max_sequence_length"]),
-            type_vocab_size=int(config["num_segments"]))
+        architecture = {ours: int(config[theirs]) for ours, theirs in _SIZES.items()}
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{config_path} is not an ElectraBackbone config ({e!r}).") from e
     check_weights_size(architecture, [weights], config_path)
@@ -83,19 +83,12 @@ def new_backbone(config):
     import keras_hub
 
     return keras_hub.models.ElectraBackbone(
-        vocab_size=config.vocab_size, num_layers=config.num_layers,
-        num_heads=config.num_heads, hidden_dim=config.hidden_size,
-        embedding_dim=config.embedding_size, intermediate_dim=config.intermediate_size,
-        dropout=config.dropout, max_sequence_length=config.max_position_embeddings,
-        num_segments=config.type_vocab_size)
+        dropout=config.dropout,
+        **{theirs: getattr(config, ours) for ours, theirs in _SIZES.items()})
 
 
 def backbone_config(backbone, tokens: list, lower_case, source: str):
+    """Our `ElectraConfig` of a keras-hub ElectraBackbone."""
     return make_config(
-        tokens, lower_case, None, source, vocab_size=backbone.vocab_size,
-        embedding_size=backbone.embedding_dim, hidden_size=backbone.hidden_dim,
-        num_layers=backbone.num_layers, num_heads=backbone.num_heads,
-        intermediate_size=backbone.intermediate_dim,
-        max_position_embeddings=backbone.max_sequence_length,
-        type_vocab_size=backbone.num_segments,
-        dropout=backbone.dropout)
+        tokens, lower_case, None, source, dropout=backbone.dropout,
+        **{ours: getattr(backbone, theirs) for ours, theirs in _SIZES.items()})
