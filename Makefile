@@ -10,8 +10,11 @@ TEST_WORKERS ?= 3
 
 DEMO_DIR ?= runs/demo
 # Sized for 2 CPU cores and < 10 minutes: ELECTRA-Small, short schedule, learned 8k vocab.
+# The probe shows, beside a random encoder, whether the encoder is becoming useful for
+# the bundled sentiment task.
 DEMO_FLAGS ?= --preset small --vocab_size 8192 --batch_size 32 --train_steps 200 \
-	--warmup_steps 100 --learning_rate 2e-4 --checkpoint_every 50 --eval_batches 10
+	--warmup_steps 100 --learning_rate 2e-4 --checkpoint_every 50 --eval_batches 10 \
+	--probe_task data/demo/sentiment/train.jsonl --probe_eval_file data/demo/sentiment/dev.jsonl
 
 .PHONY: pretrain test clean-demo
 

@@ -16,6 +16,7 @@ A pretraining run (`pretrain.py --model_dir`; `convert --from` writes the same l
     pretrain_results.json    final metrics and training FLOPs
     conversion.json          for converted models: the source and what was mapped
     init_checkpoint.json     for a run started from a model (--init_checkpoint): which one
+    probe.json               with --probe_task: the downstream probe's accuracy by step
 
 A fine-tuning run (`finetune.py --model_dir`):
     finetune_config.json     the recipe and task (`FinetuneConfig`)
@@ -52,6 +53,7 @@ LOGS_DIR = "logs"
 RESULTS_FILE = "pretrain_results.json"
 CONVERSION_FILE = "conversion.json"
 INIT_FILE = "init_checkpoint.json"
+PROBE_FILE = "probe.json"
 # The converted replaced-token-detection head of an encoder-only checkpoint.
 DISCRIMINATOR_HEAD_KEY = "discriminator_predictions"
 

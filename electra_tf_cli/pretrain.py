@@ -21,6 +21,7 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from electra_tf.callbacks import ProbeOptions  # noqa: E402
 from electra_tf.config import PRESETS, ElectraConfig  # noqa: E402
 from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
 from electra_tf.runs import pretrain as pretraining  # noqa: E402
@@ -108,6 +109,18 @@ def define_flags():
                        "counted like the official flops_computation.py): sets --train_steps "
                        "to the most steps that fit, so objectives and sizes compare at equal "
                        "compute.")
+    flags.DEFINE_string("probe_task", None, "A small labelled task (JSONL: text, label, "
+                        "optional text_pair) to probe the discriminator on while it trains: "
+                        "a linear classifier on its frozen features, scored beside a random "
+                        "encoder's. Shows whether pretraining is making it useful.")
+    flags.DEFINE_string("probe_eval_file", None, "The probe's dev examples (same format; "
+                        "default: a quarter of --probe_task held out).")
+    flags.DEFINE_integer("probe_every", None, "Steps between probes (default: whole "
+                         "checkpoint intervals costing about 4% of the training compute).")
+    flags.DEFINE_integer("probe_examples", 256, "At most this many examples to fit the "
+                         "probe on, and as many to score it on; more is steadier and slower.")
+    flags.DEFINE_integer("probe_max_seq_length", 64, "Tokens per probe example (texts are "
+                         "packed no longer than the longest needs).")
     common.define_dataclass_flags(ElectraConfig, _HELP,
                                   common.undocumented, skip=_DERIVED)
     common.define_runtime_flags()
@@ -135,9 +148,12 @@ def run(argv):
         num_processes=FLAGS.num_processes, init_checkpoint=initial,
         init_name=FLAGS.init_checkpoint)
     config, file_pattern = pretraining.prepare_run(config, inputs, FLAGS.train_flops)
+    probe = FLAGS.probe_task and ProbeOptions(
+        FLAGS.probe_task, FLAGS.probe_eval_file, FLAGS.probe_every, FLAGS.probe_examples,
+        FLAGS.probe_max_seq_length)
     try:
         results = pretraining.train(config, FLAGS.model_dir, file_pattern, FLAGS.eval_batches,
-                            runtime=options, strategy=strategy)
+                                    runtime=options, strategy=strategy, probe=probe)
     except callbacks.Preempted as e:
         print(e, file=sys.stderr)
         sys.exit(143)  # 128 + SIGTERM: schedulers see a terminated (restartable) job

@@ -33,7 +33,8 @@ def substitutions(pretrained_dir, shards, vocab_path, encoder_export):
             "steps_per_epoch=1000": "steps_per_epoch=2",
             "sequence_length=128": "sequence_length=32",
             "epochs=3": "epochs=1",
-            '"exports/electra_x/': f'"{encoder_export}/'}
+            '"exports/electra_x/': f'"{encoder_export}/',
+            '"my_task.jsonl"': repr(str(DEMO / "sentiment" / "train.jsonl"))}
 
 
 def test_every_swapped_literal_occurs_in_the_blocks(substitutions):

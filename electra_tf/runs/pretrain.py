@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import run_dir
+from electra_tf.callbacks import DownstreamProbe, ProbeOptions, default_probe_every
 from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, PRESETS, ElectraConfig
 from electra_tf.convert.resolve import resolve
 from electra_tf.data import build_pretraining_data as builder
@@ -24,6 +25,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.pretraining import flops, objectives
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.text import vocab as vocab_lib
+from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
 from electra_tf.training.optimization import create_pretraining_optimizer
@@ -208,7 +210,7 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
 
 def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches: int = 20,
           verbose: int = 1, runtime: Optional[RuntimeOptions] = None,
-          strategy=None, extra_callbacks=()) -> dict:
+          strategy=None, extra_callbacks=(), probe: Optional[ProbeOptions] = None) -> dict:
     """Trains to `config.train_steps` (resuming from the latest checkpoint), then evaluates
     `eval_batches` batches (0: no evaluation); returns the results (pretrain_results.json).
 
@@ -257,7 +259,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
 
     data_options = dict(batch_size=config.batch_size, max_seq_length=config.max_seq_length,
                         noise_width=model.noise_width)
-    history = {}
+    history, prober, probed_before, probe_share = {}, None, 0.0, None
     if start_step < config.train_steps:
         steps_per_epoch = min(config.checkpoint_every, config.train_steps)
         dataset = pretraining_dataset(file_pattern, training=True,
@@ -273,6 +275,10 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             run_callbacks += [keras.callbacks.TensorBoard(logs, update_freq=log_every),
                               callbacks.LogTrainFlops(os.path.join(logs, "train"),
                                                       flops_per_step, log_every)]
+            if probe:
+                prober = _probe_callback(probe, config, model_dir, logs)
+                probed_before = prober.seconds
+                run_callbacks.append(prober)
         started = time.time()
         history = model.fit(
             dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
@@ -280,6 +286,9 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
             callbacks=run_callbacks + list(extra_callbacks)).history
         elapsed = time.time() - started
+        if prober:  # the speed is training's
+            probe_share = (prober.seconds - probed_before) / elapsed
+            elapsed -= prober.seconds - probed_before
         steps = int(optimizer.iterations.numpy()) - start_step
         tokens_per_second = steps * config.batch_size * config.max_seq_length / elapsed
         if preemption.preempted:
@@ -314,10 +323,28 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                "train_history": {k: [round(float(x), 6) for x in v]
                                  for k, v in history.items()},
                "checkpoint": tf.train.latest_checkpoint(run_checkpoints)}
+    probed = run_dir.read_json(model_dir, run_dir.PROBE_FILE) if probe else None
+    if probed:
+        results["probe"] = {**probed, "share_of_training": probe_share and round(probe_share, 4)}
     _remove_scratch(chief, checkpoint_dir)
     if chief:
         run_dir.write_json(model_dir, run_dir.RESULTS_FILE, results)
     return results
+
+
+def _probe_callback(probe: ProbeOptions, config: ElectraConfig, model_dir: str,
+                    logs: str) -> DownstreamProbe:
+    """The run's `DownstreamProbe`, its history resumed from the run directory."""
+    tokenizer = ElectraTokenizer(os.path.join(model_dir, run_dir.VOCAB_FILE),
+                                 lowercase=config.lower_case,
+                                 strip_accents=config.strip_accents)
+    task = probe.read(tokenizer, config.seed)
+    every = probe.every or default_probe_every(config, task)
+    length = task.train_inputs["input_word_ids"].shape[1]
+    print(f"Probing {probe.task_file} ({len(task.train_labels)} examples to fit, "
+          f"{len(task.eval_labels)} to score, {length} tokens) every {every} steps.")
+    return DownstreamProbe(task, every, os.path.join(logs, "probe"),
+                           os.path.join(model_dir, run_dir.PROBE_FILE), seed=config.seed)
 
 
 def _remove_scratch(chief: bool, checkpoint_dir: str) -> None:
@@ -386,4 +413,12 @@ def print_summary(model_dir: str, results: dict) -> None:
                                  or "not evaluated (--eval_batches 0)"))
     if results["train_tokens_per_second"]:
         print(f"Training speed: {results['train_tokens_per_second']:.0f} tokens/s")
+    probe = results.get("probe")
+    if probe and probe["history"]:
+        last = probe["history"][-1]
+        print(f"Probe ({os.path.basename(probe['task'])}): accuracy {last['accuracy']:.3f} at "
+              f"step {last['step']} (random encoder {probe['random_accuracy']:.3f}); probing "
+              f"took {probe['seconds']:.0f} s" + (
+                  f", {probe['share_of_training']:.1%} of the training time"
+                  if probe.get("share_of_training") is not None else "") + ".")
     print(f"Latest checkpoint: {results['checkpoint']}")
