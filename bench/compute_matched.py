@@ -1,7 +1,11 @@
 r"""ELECTRA against BERT-style MLM at the same pretraining FLOPs, then fine-tuned (paper Table 5).
 
-  python bench/compute_matched.py                 # electra vs mlm, ~75 min on 2 cores
+  python bench/compute_matched.py                 # electra, electra_gdes, mlm: ~110 min
   python bench/compute_matched.py --objectives electra,mlm,electra_15,replace_mlm,all_tokens_mlm
+
+`electra_gdes` is ELECTRA with DeBERTa-v3's gradient-disentangled embedding sharing
+(`--tie_embeddings gdes`) instead of the shared embedding block; its FLOPs per step are
+ELECTRA's.
 
 The paper's headline comparison in miniature on this machine:
 1. one vocab and one set of 128-token shards from the bundled corpus (`data/demo/corpus`);
@@ -49,7 +53,11 @@ QUARTERS = 4  # checkpoints at every quarter of the budget
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "runs/compute_matched", "Where runs and results go.")
-flags.DEFINE_list("objectives", ["electra", "mlm"], f"Objectives to compare: {OBJECTIVES}.")
+# Runs besides the objectives: (objective, config overrides).
+VARIANTS = {"electra_gdes": ("electra", {"tie_embeddings": "gdes"})}
+flags.DEFINE_list("objectives", ["electra", "electra_gdes", "mlm"],
+                  f"Runs to compare: objectives ({', '.join(OBJECTIVES)}) or "
+                  f"{', '.join(VARIANTS)}.")
 flags.DEFINE_float("budget_flops", 6e13, "Pretraining budget per objective, in training "
                    "FLOPs (official convention). The default is 660 ELECTRA steps of "
                    "32 x 128 with the default model and vocab (831 MLM steps).")
@@ -92,10 +100,13 @@ def shared_data(output_dir: str) -> tuple:
     return vocab_path, manifest["file_pattern"]
 
 
-def base_config(objective: str) -> ElectraConfig:
+def base_config(name: str) -> ElectraConfig:
+    """The config of run `name` (an objective or a VARIANTS name), before its steps."""
+    objective, overrides = VARIANTS.get(name, (name, {}))
     return ElectraConfig.preset(
         "small", objective=objective, num_layers=FLAGS.num_layers,
-        batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate, keep_checkpoints=10)
+        batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate, keep_checkpoints=10,
+        **overrides)
 
 
 def pretrain(objective: str, vocab_path: str, pattern: str) -> tuple:
@@ -180,7 +191,7 @@ def main(argv):
     del argv
     started = time.time()
     for objective in FLAGS.objectives:
-        check_choice("--objectives", objective, OBJECTIVES)
+        check_choice("--objectives", objective, (*OBJECTIVES, *VARIANTS))
     quarters = budget_quarters()
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     vocab_path, pattern = shared_data(FLAGS.output_dir)

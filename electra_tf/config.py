@@ -34,7 +34,7 @@ MODEL_FIELDS = ("preset_name", "vocab_size", "embedding_size", "hidden_size", "n
                 "pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id",
                 "mask_token_id")
 GENERATOR_FIELDS = ("generator_size", "tie_embeddings")
-TIE_EMBEDDINGS = ("all", "token", "none")
+TIE_EMBEDDINGS = ("all", "token", "gdes", "none")
 # "transformer": a small MLM trained jointly; "uniform": samples uniformly over the vocab
 # (the official `uniform_generator` ablation: nothing to learn).
 GENERATORS = ("transformer", "uniform")
@@ -66,8 +66,11 @@ class ElectraConfig:
     generator_size: float = 0.25
     # "all": generator and discriminator share the whole embedding block (the paper's
     # default); "token": they share the word embeddings only, each tower has its own
-    # position/segment embeddings and LayerNorm; "none": the generator has its own block,
-    # as wide as its hidden layers (the official `untied_generator_embeddings`).
+    # position/segment embeddings and LayerNorm; "gdes": as "token", but the
+    # discriminator's word matrix is stop_gradient(generator's) + a delta only it trains
+    # (DeBERTa-v3's gradient-disentangled embedding sharing); "none": the generator has
+    # its own block, as wide as its hidden layers (the official
+    # `untied_generator_embeddings`).
     tie_embeddings: str = "all"
     # What the kept encoder learns: a name in `electra_tf.pretraining.objectives` (paper
     # section 3.2, Table 5); checked when a model or a FLOPs count is built from it.

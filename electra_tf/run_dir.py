@@ -42,6 +42,7 @@ import tensorflow as tf
 from electra_tf import files
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError, first_line
+from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
 
@@ -142,13 +143,26 @@ def saved_objects(checkpoint_path: str) -> dict:
             for child in graph.nodes[0].children}
 
 
-def restore_discriminator(encoder, checkpoint_path: str) -> None:
+def restore_discriminator(encoder, checkpoint_path: str,
+                          config: Optional[ElectraConfig] = None) -> None:
     """Loads only the discriminator encoder's weights from a run's checkpoint.
 
     The encoder must be built; every one of its weights must be found in the checkpoint.
+    A run pretrained with `tie_embeddings="gdes"` (its `config`) saved the word matrix in
+    two parts; the encoder gets their sum, the matrix the discriminator used.
     """
-    status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
-    status.expect_partial().assert_existing_objects_matched()
+    if config is None or config.tie_embeddings != "gdes":
+        status = tf.train.Checkpoint(discriminator=encoder).restore(checkpoint_path)
+        status.expect_partial().assert_existing_objects_matched()
+        return
+    saved = ElectraEncoder.from_electra_config(
+        config, embeddings=ElectraEmbeddings.from_electra_config(config,
+                                                                 gradient_disentangled=True))
+    saved.build()
+    restore_discriminator(saved, checkpoint_path)
+    delta = saved.embeddings.token_delta
+    encoder.set_weights([w.numpy() for w in saved.weights if w is not delta])
+    encoder.embeddings.token_embedding.embeddings.assign(saved.embeddings.word_table())
 
 
 # ----------------------------------------------------------------------------- pretrained
@@ -219,7 +233,7 @@ def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropou
     encoder = build_encoder(config, dropout, activation)
     if pretrained is not None:
         try:
-            restore_discriminator(encoder, pretrained.checkpoint)
+            restore_discriminator(encoder, pretrained.checkpoint, pretrained.config)
         except (AssertionError, ValueError) as e:
             raise ConfigError(f"Checkpoint {pretrained.checkpoint} does not match the encoder "
                               f"of its {CONFIG_FILE}: {first_line(e, 300)}")

@@ -36,8 +36,10 @@ _HELP = {
     "vocab_size": "Vocab size to learn from --corpus (a given --vocab sets its own size).",
     "generator_size": "Generator width as a fraction of the discriminator's.",
     "tie_embeddings": "all: generator and discriminator share the embedding block; token: "
-                      "only the word embeddings; none: the generator has its own (official "
-                      "untied_generator_embeddings).",
+                      "only the word embeddings; gdes: the word embeddings, "
+                      "gradient-disentangled (DeBERTa-v3: the discriminator trains only a "
+                      "delta added to the generator's matrix); none: the generator has its "
+                      "own (official untied_generator_embeddings).",
     "objective": f"One of {', '.join(OBJECTIVES)}: electra (replaced token detection); mlm "
                  "(BERT, dynamic masking, no generator); electra_15 (discriminator loss on "
                  "masked positions only); replace_mlm (MLM on generator-replaced positions); "

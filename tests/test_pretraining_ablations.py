@@ -187,3 +187,79 @@ def test_tie_embeddings_token_shares_the_word_matrix_only():
 def test_bad_ablation_settings_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         ElectraPretrainer(tiny(**overrides))
+
+
+def test_gdes_trains_the_shared_matrix_by_mlm_and_its_delta_by_rtd_only():
+    """DeBERTa-v3's gradient-disentangled embedding sharing: the discriminator reads
+    stop_gradient(E) + delta; MLM trains E, the discriminator's loss only delta."""
+    keras.utils.set_random_seed(3)
+    model = ElectraPretrainer(tiny(tie_embeddings="gdes"))
+    model.build_all()
+    gen, disc = model.generator.embeddings, model.discriminator.embeddings
+    assert gen.token_embedding is disc.token_embedding and gen is not disc
+    words, delta = disc.token_embedding.embeddings, disc.token_delta
+    batch = hand_made_batch(model)
+    with tf.GradientTape(persistent=True) as tape:
+        losses = model.compute_losses(model(batch, training=True))
+    assert np.abs(tape.gradient(losses["mlm_loss"], words)).sum() > 0
+    assert tape.gradient(losses["mlm_loss"], delta) is None
+    assert tape.gradient(losses["disc_loss"], words) is None
+    assert np.abs(tape.gradient(losses["disc_loss"], delta)).sum() > 0
+
+    # At step 0 (delta = 0) the discriminator is the "token" model of the same seed.
+    keras.utils.set_random_seed(3)
+    token = ElectraPretrainer(tiny(tie_embeddings="token"))
+    token.build_all()
+    inputs = {k: v for k, v in batch.items() if k != "noise"}
+    np.testing.assert_array_equal(model.discriminator(inputs)["sequence_output"],
+                                  token.discriminator(inputs)["sequence_output"])
+
+
+def test_a_gdes_run_gives_the_summed_word_matrix_to_everything_downstream(tmp_path, shards,
+                                                                         vocab_path):
+    """Export, fine-tuning and conversion restore the discriminator alone: its word matrix
+    must be E + delta; the Hugging Face generator keeps E."""
+    import torch
+    import transformers
+
+    from electra_tf.convert import api
+    from electra_tf.convert.weights import load_run
+    from electra_tf.runs import pretrain as pretrain_run
+    from electra_tf import run_dir
+
+    inputs = pretrain_run.RunInputs(model_dir=str(tmp_path / "run"), data=shards[0],
+                                    vocab=vocab_path)
+    config = ElectraConfig.preset("tiny", train_steps=3, batch_size=8, checkpoint_every=3,
+                                  tie_embeddings="gdes")
+    config, pattern = pretrain_run.prepare_run(config, inputs)
+    pretrain_run.train(config, inputs.model_dir, pattern, eval_batches=0, verbose=0)
+    parts, pretrained = load_run(inputs.model_dir)  # the whole pretrainer, restored
+    shared = parts.generator.embeddings.token_embedding.embeddings.numpy()
+    delta = parts.discriminator.embeddings.token_delta.numpy()
+    assert np.abs(delta).max() > 0  # trained by the discriminator's loss
+
+    encoder = run_dir.load_encoder(pretrained, config, dropout=0.0)
+    assert not encoder.embeddings.gradient_disentangled
+    np.testing.assert_allclose(encoder.embeddings.token_embedding.embeddings.numpy(),
+                               shared + delta, rtol=0, atol=1e-7)
+    ids = np.array([[2, 20, 21, 22, 3]], np.int32)
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids)}
+    np.testing.assert_allclose(encoder(batch)["sequence_output"],
+                               parts.discriminator(batch)["sequence_output"], atol=1e-5)
+
+    api.to_huggingface(inputs.model_dir, str(tmp_path / "hf"))
+    disc = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "hf").eval()
+    gen = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "hf" / "generator")
+    np.testing.assert_allclose(
+        disc.electra.embeddings.word_embeddings.weight.detach().numpy(), shared + delta,
+        atol=1e-7)
+    np.testing.assert_allclose(
+        gen.electra.embeddings.word_embeddings.weight.detach().numpy(), shared, atol=0)
+    with torch.no_grad():
+        logits = disc(input_ids=torch.tensor(ids),
+                      attention_mask=torch.ones(ids.shape, dtype=torch.long)).logits.numpy()
+    ours = parts.discriminator_head(parts.discriminator(batch)["sequence_output"])
+    np.testing.assert_allclose(logits, np.reshape(ours, logits.shape), atol=1e-4)
+    with pytest.raises(ConfigError, match="cannot hold its generator's own embeddings"):
+        api.to_official(inputs.model_dir, str(tmp_path / "tf1" / "model.ckpt"))

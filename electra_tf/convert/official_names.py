@@ -47,6 +47,9 @@ _EMBEDDINGS = {
     "token_type_embeddings/embeddings": "token_type_embeddings",
     "layer_norm/gamma": "LayerNorm/gamma",
     "layer_norm/beta": "LayerNorm/beta",
+    # Not a variable of the official format: a "gdes" block's word matrix is read as the
+    # sum its `word_table` gives (`_WordTable`).
+    "token_delta": None,
 }
 _GENERATOR_HEAD = {
     "intermediate_dense/kernel": "dense/kernel",
@@ -84,13 +87,30 @@ def layer_weights(layer, prefix: str, table: dict) -> dict:
         if relative not in table:
             raise KeyError(f"{variable.path}: no official name for {relative!r} "
                            f"in {type(layer).__name__} {layer.name!r}")
-        mapped[f"{prefix}/{table[relative]}"] = variable
+        if table[relative] is not None:
+            mapped[f"{prefix}/{table[relative]}"] = variable
     return mapped
+
+
+class _WordTable:
+    """The word matrix of a gradient-disentangled embedding block (`tie_embeddings="gdes"`):
+    the sum `ElectraEmbeddings.word_table` gives, read like a variable (never assigned:
+    no other format holds a "gdes" model's parts)."""
+
+    def __init__(self, embeddings):
+        self.embeddings = embeddings
+        self.shape = embeddings.token_embedding.embeddings.shape
+
+    def numpy(self):
+        return np.asarray(self.embeddings.word_table())
 
 
 def encoder_weights(encoder, scope: str, embedding_scope: str) -> dict:
     """{official name: variable} for an `ElectraEncoder` (its embeddings included)."""
     mapped = layer_weights(encoder.embeddings, f"{embedding_scope}/embeddings", _EMBEDDINGS)
+    if encoder.embeddings.gradient_disentangled:
+        mapped[f"{embedding_scope}/embeddings/word_embeddings"] = _WordTable(
+            encoder.embeddings)
     if encoder.embeddings_project is not None:
         mapped.update(layer_weights(encoder.embeddings_project,
                                     f"{scope}/embeddings_project", DENSE))
@@ -112,6 +132,9 @@ def generator_weights(pretrainer) -> dict:
     untied = pretrainer.generator.embeddings is not pretrainer.discriminator.embeddings
     mapped = encoder_weights(pretrainer.generator, GENERATOR_SCOPE,
                              GENERATOR_SCOPE if untied else DISCRIMINATOR_SCOPE)
+    if pretrainer.config.tie_embeddings == "gdes":  # its own block, the word matrix borrowed
+        mapped[f"{GENERATOR_SCOPE}/embeddings/word_embeddings"] = (
+            pretrainer.generator.embeddings.token_embedding.embeddings)
     mapped.update(layer_weights(pretrainer.generator_head, "generator_predictions",
                                 _GENERATOR_HEAD))
     return mapped

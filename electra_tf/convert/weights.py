@@ -106,10 +106,11 @@ def write_run(config, tokens: list, weights: dict, output: str, source: str,
 
 def _official_layout(config) -> bool:
     """Whether the official/HF formats describe this run's generator and heads: its
-    objective's layout, with a learned generator sharing all embeddings or none."""
+    objective's layout, with a learned generator sharing all embeddings, none, or (as
+    "gdes" towers are written: each with its own) disentangled ones."""
     return (objectives.get(config.objective).official_layout
             and config.generator == "transformer"
-            and config.tie_embeddings in ("all", "none"))
+            and config.tie_embeddings in ("all", "none", "gdes"))
 
 
 def load_run(path: str):

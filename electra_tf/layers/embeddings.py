@@ -17,6 +17,12 @@ class ElectraEmbeddings(keras.layers.Layer):
             `token_embedding`) to use as this block's word embeddings: the generator of
             `tie_embeddings="token"` shares only the word matrix with the discriminator.
             Not part of `get_config`.
+        gradient_disentangled: the discriminator's block under DeBERTa-v3's
+            gradient-disentangled embedding sharing (`tie_embeddings="gdes"`): it looks
+            words up in `stop_gradient(E) + token_delta`, where `E` is the word matrix the
+            generator shares and trains and `token_delta` (zeros at first) is trained by
+            the discriminator's loss alone. `word_table()` is the sum, the matrix the kept
+            encoder uses.
 
     Call arguments:
         token_ids: int [batch, seq].
@@ -31,8 +37,11 @@ class ElectraEmbeddings(keras.layers.Layer):
 
     def __init__(self, vocab_size, embedding_size, max_position_embeddings=512,
                  type_vocab_size=2, dropout=0.1, initializer_range=0.02,
-                 layer_norm_epsilon=1e-12, token_embedding=None, **kwargs):
+                 layer_norm_epsilon=1e-12, token_embedding=None, gradient_disentangled=False,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.gradient_disentangled = gradient_disentangled
+        self.token_delta = None
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.max_position_embeddings = max_position_embeddings
@@ -56,12 +65,14 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     @classmethod
-    def from_electra_config(cls, config, embedding_size=None, token_embedding=None):
+    def from_electra_config(cls, config, embedding_size=None, token_embedding=None,
+                            gradient_disentangled=False):
         """The block of `config` (`embedding_size` overrides the config's width)."""
         return cls(config.vocab_size, embedding_size or config.embedding_size,
                    config.max_position_embeddings, config.type_vocab_size, config.dropout,
                    config.initializer_range, config.layer_norm_epsilon,
-                   token_embedding=token_embedding, name="embeddings")
+                   token_embedding=token_embedding,
+                   gradient_disentangled=gradient_disentangled, name="embeddings")
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         if not self.token_embedding.built:  # a shared one already has its variables
@@ -69,10 +80,25 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.position_embedding.build(tuple(token_ids_shape) + (self.embedding_size,))
         self.segment_embedding.build(token_ids_shape)
         self.layer_norm.build(tuple(token_ids_shape) + (self.embedding_size,))
+        if self.gradient_disentangled:
+            self.token_delta = self.add_weight(
+                shape=(self.vocab_size, self.embedding_size), initializer="zeros",
+                name="token_delta")
         self.built = True
 
+    def word_table(self):
+        """The word matrix this block looks words up in ([vocab, embedding_size])."""
+        table = self.token_embedding.embeddings
+        if not self.gradient_disentangled:
+            return table
+        return keras.ops.stop_gradient(table) + self.token_delta
+
     def call(self, token_ids, segment_ids, training=None):
-        tokens = self.token_embedding(token_ids)
+        if self.gradient_disentangled:
+            tokens = keras.ops.take(keras.ops.cast(self.word_table(), self.compute_dtype),
+                                    token_ids, axis=0)
+        else:
+            tokens = self.token_embedding(token_ids)
         x = tokens + self.position_embedding(tokens) + self.segment_embedding(segment_ids)
         return self.dropout_layer(self.layer_norm(x), training=training)
 
@@ -89,5 +115,6 @@ class ElectraEmbeddings(keras.layers.Layer):
             "dropout": self.dropout,
             "initializer_range": self.initializer_range,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "gradient_disentangled": self.gradient_disentangled,
         })
         return config

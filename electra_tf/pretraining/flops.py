@@ -35,7 +35,10 @@ def forward_flops_per_sequence(config: ElectraConfig, sparse_embedding=False) ->
     generator = 0.0
     if objective.learns_generator(config):
         gen_hidden = config.generator_hidden_size
-        gen_embedding = embedding if config.tie_embeddings in ("all", "token") else gen_hidden
+        # Shared word matrices have the discriminator's width ("gdes" adds its delta once
+        # per step, not per token: not counted).
+        gen_embedding = (embedding if config.tie_embeddings in ("all", "token", "gdes")
+                         else gen_hidden)
         output_fraction = config.max_predictions_per_seq / seq
         generator = seq * (
             config.num_layers * flop_formulas.transformer_block(

@@ -21,7 +21,8 @@ class ElectraPretrainer(keras.Model):
 
     With the default `config.objective == "electra"`: a small MLM generator and the
     discriminator share one embedding block (`config.tie_embeddings`: "all"; "token" shares
-    only the word matrix; "none" nothing); the generator's output layer is its
+    only the word matrix; "gdes" shares it gradient-disentangled, as DeBERTa-v3: see
+    `ElectraEmbeddings`; "none" nothing); the generator's output layer is its
     word-embedding matrix transposed plus its own bias (keras-hub's `MaskedLMHead`,
     computed only at the masked positions). Each step masks fresh positions, samples
     replacements from the generator and trains the discriminator to spot them:
@@ -56,7 +57,9 @@ class ElectraPretrainer(keras.Model):
         self.config = config
         self.objective = objectives.of(config)
         self.activation = activation  # of both towers' feed-forward layers, see ElectraEncoder
-        self.discriminator = ElectraEncoder.from_electra_config(config, activation=activation)
+        self.discriminator = ElectraEncoder.from_electra_config(
+            config, activation=activation, embeddings=ElectraEmbeddings.from_electra_config(
+                config, gradient_disentangled=config.tie_embeddings == "gdes"))
         self.generator = self.generator_head = None
         if self.objective.learns_generator(config):
             self.generator = ElectraEncoder.from_electra_config(
@@ -88,7 +91,7 @@ class ElectraPretrainer(keras.Model):
         cfg, shared = self.config, self.discriminator.embeddings
         if cfg.tie_embeddings == "all":
             return shared
-        if cfg.tie_embeddings == "token":
+        if cfg.tie_embeddings in ("token", "gdes"):
             return ElectraEmbeddings.from_electra_config(
                 cfg, token_embedding=shared.token_embedding)
         return ElectraEmbeddings.from_electra_config(cfg, cfg.generator_hidden_size)

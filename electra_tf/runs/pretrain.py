@@ -76,7 +76,12 @@ def initial_config(initial: run_dir.Pretrained, overrides: dict,
 def with_initial_model(config: ElectraConfig, initial: run_dir.Pretrained) -> ElectraConfig:
     """`config`'s recipe with `initial`'s architecture and tokenization, and its generator's
     shape when it has a generator."""
-    fields = MODEL_FIELDS + (GENERATOR_FIELDS if initial.parts()["generator"] else ())
+    with_generator = initial.parts()["generator"]
+    if config.tie_embeddings == "gdes" and not with_generator:
+        raise ConfigError(f"{initial.directory} has no generator: --tie_embeddings gdes "
+                          "needs one trained with it (its word matrix is the shared one). "
+                          "Start from a gdes run, or drop --tie_embeddings.")
+    fields = MODEL_FIELDS + (GENERATOR_FIELDS if with_generator else ())
     return config.replace(**{field: getattr(initial.config, field) for field in fields})
 
 
