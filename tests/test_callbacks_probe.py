@@ -78,3 +78,19 @@ def _tokenizer():
     from electra_tf import ElectraTokenizer
 
     return ElectraTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x"])
+
+
+def test_the_probe_is_deterministic_for_a_seed(tmp_path, vocab_path):
+    from electra_tf import ElectraTokenizer
+    from electra_tf.text.vocab import load_vocab, special_token_ids
+
+    rows = read_jsonl(DEMO / "sentiment" / "train.jsonl")[:120]
+    tokenizer = ElectraTokenizer(vocab_path)
+    tokens = load_vocab(vocab_path)
+    config = ElectraConfig.preset("tiny", vocab_size=len(tokens), **special_token_ids(tokens))
+    path = jsonl(tmp_path / "task.jsonl", rows)
+    first, again = (ProbeTask.read(path, tokenizer, examples=64, seed=5) for _ in range(2))
+    assert first.fingerprint == again.fingerprint
+    assert ProbeTask.read(path, tokenizer, examples=64, seed=6).fingerprint != first.fingerprint
+    assert random_encoder_accuracy(config, first, seed=2) == random_encoder_accuracy(
+        config, again, seed=2)
