@@ -27,7 +27,8 @@ import pytest  # noqa: E402
 LONGEST_FILES = ("test_runs_pretrain.py", "test_runs_pretrain_from_model.py",
                  "test_pretraining_pretrainer.py", "test_distribution.py",
                  "test_models_text_classifier.py", "test_runs_finetune.py",
-                 "test_finetuning_reference_model.py", "test_zoo.py",
+                 "test_finetuning_reference_model.py", "test_runs_predict.py",
+                 "test_convert_huggingface_tasks.py", "test_callbacks_probe.py", "test_zoo.py",
                  "test_convert_huggingface.py", "test_readme.py", "test_models_keras_files.py")
 
 
