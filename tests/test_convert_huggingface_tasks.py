@@ -17,12 +17,12 @@ from electra_tf.models.finetuned import load_finetuned
 TEXTS = ["a wonderful, moving film", "dull and far too long", "the plot? it has none."]
 
 
-def _hf_inputs(tokenizer, texts, pairs=None, **kwargs):
-    return tokenizer(texts, pairs, padding=True, return_tensors="pt", **kwargs)
+def _hf_inputs(tokenizer, texts, pairs=None):
+    return tokenizer(texts, pairs, padding=True, return_tensors="pt")
 
 
-def _ours(model, hf_inputs) -> dict:
-    """Our task model called on the inputs HF's tokenizer made (checked equal to ours)."""
+def _packed(hf_inputs) -> dict:
+    """The inputs HF's tokenizer made, as our models take them."""
     return {"input_word_ids": hf_inputs["input_ids"].numpy().astype(np.int32),
             "input_mask": hf_inputs["attention_mask"].numpy().astype(np.int32),
             "input_type_ids": hf_inputs["token_type_ids"].numpy().astype(np.int32)}
@@ -49,7 +49,7 @@ def test_classifier_run_converts_and_the_pipeline_predicts_ours(finetuned, tmp_p
                                           packed["input_word_ids"][0][:width])
         with torch.no_grad():
             logits = hf_model(**inputs).logits.numpy()
-        np.testing.assert_allclose(logits[0], ours(_ours(ours, inputs))[0], atol=1e-4)
+        np.testing.assert_allclose(logits[0], ours(_packed(inputs))[0], atol=1e-4)
 
     probabilities = ours.predict((TEXTS, pairs), verbose=0)
     classify = transformers.pipeline("text-classification", model=str(out), top_k=None,
@@ -91,7 +91,7 @@ def test_tagging_run_converts_with_its_tags(finetuned, tmp_path):
                                   packed["input_word_ids"][0][:width])
     with torch.no_grad():
         logits = hf_model(**inputs).logits.numpy()[0]
-    np.testing.assert_allclose(logits, ours(_ours(ours, inputs))[0].numpy(), atol=1e-4)
+    np.testing.assert_allclose(logits, ours(_packed(inputs))[0].numpy(), atol=1e-4)
     # The first piece of each word carries its tag, in both.
     first = [s for s in starts[0].numpy() if s >= 0]
     tags = [ours.label_names[i] for i in logits[first].argmax(-1)]
@@ -121,7 +121,7 @@ def test_qa_runs_convert_without_joint_prediction_only(finetuned, pretrained_dir
     inputs = tokenizer(["Who gave a speech?"], [QA_CONTEXT[:60]], return_tensors="pt")
     with torch.no_grad():
         theirs = hf_model(**inputs)
-    mine = ours(_ours(ours, inputs))
+    mine = ours(_packed(inputs))
     context = inputs["token_type_ids"][0].numpy() == 1  # where ours does not mask
     for name in ("start_logits", "end_logits"):
         np.testing.assert_allclose(getattr(theirs, name)[0].numpy()[context],
