@@ -17,7 +17,7 @@ def test_the_probe_tells_a_pretrained_encoder_from_a_random_one(reference_run, t
     from electra_tf import ElectraEncoder, ElectraTokenizer
     from electra_tf.run_dir import read_config
 
-    train, dev = novel_or_speech(200, 160)
+    train, dev = novel_or_speech(128, 96)
     task = ProbeTask.read(jsonl(tmp_path / "train.jsonl", train),
                           ElectraTokenizer.from_pretrained(reference_run),
                           jsonl(tmp_path / "dev.jsonl", dev))
