@@ -22,6 +22,7 @@ from electra_tf import files
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.readers import jsonl_rows
 from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.pretraining import flops
 from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import tokenize_ragged
 
@@ -123,8 +124,6 @@ def default_probe_every(config, task: ProbeTask) -> int:
     """Steps between probes so that probing costs about PROBE_BUDGET of the training
     compute (a probe is the discriminator's forward pass over the task's examples; a step,
     the forward and backward passes of the batch), in whole checkpoint intervals."""
-    from electra_tf.pretraining import flops
-
     length = task.train_inputs["input_word_ids"].shape[1]
     examples = len(task.train_labels) + len(task.eval_labels)
     probe = examples * flops.forward_flops_per_sequence(

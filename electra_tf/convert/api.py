@@ -10,7 +10,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from electra_tf import files
+from electra_tf import files, run_dir
 from electra_tf.errors import ConfigError
 from electra_tf.convert import huggingface, keras_hub_backbone, official, official_names
 from electra_tf.convert import weights as run_weights
@@ -126,12 +126,12 @@ def to_keras_hub(run: str, output: str) -> str:
 
 def to_official(run: str, output: str) -> str:
     """Run directory -> TF1 name-based checkpoint at prefix `output` (+ vocab.txt beside)."""
-    config, vocab_path, weights = run_weights.read_run(run)
-    if config.tie_embeddings == "gdes":
+    if run_dir.open_pretrained(run).config.tie_embeddings == "gdes":  # before loading it
         raise ConfigError(f"{run} was pretrained with --tie_embeddings gdes: the official "
                           "TF1 layout cannot hold its generator's own embeddings (official "
                           "untied embeddings are as wide as the generator's layers). "
                           "Convert --to huggingface (both towers) or --to keras_hub.")
+    _, vocab_path, weights = run_weights.read_run(run)
     written = official.write_checkpoint(weights, output)
     with open(vocab_path, encoding="utf-8") as f:
         files.write_text(os.path.join(os.path.dirname(os.path.abspath(output)), "vocab.txt"),
