@@ -56,7 +56,10 @@ def test_corpus_to_run_directory_and_resume(tmp_path, small_corpus, capsys):
     config, pattern = run.prepare_run(
         ElectraConfig.preset("tiny", batch_size=8, train_steps=15, checkpoint_every=5),
         run.RunInputs(model_dir=model_dir, corpus=corpus, vocab_size=800))
+    sigterm_handler = signal.getsignal(signal.SIGTERM)
     run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    # TensorFlow's preemption handler is gone: what runs next can be stopped by SIGTERM.
+    assert signal.getsignal(signal.SIGTERM) is sigterm_handler
     printed = capsys.readouterr().out
     assert "at step 10" in printed
     assert "Learning a WordPiece" not in printed and "Built" not in printed

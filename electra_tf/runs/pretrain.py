@@ -257,7 +257,6 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                 _restore_weights_only(model, pretrained, pretrained.parts())
         elif initial:
             _start_from(model, initial)
-        preemption = callbacks.SaveOnPreemption(manager, strategy)
     start_step = int(optimizer.iterations.numpy())
     if start_step:
         print(f"Resuming from {restore_from} at step {start_step}.")
@@ -270,6 +269,8 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
         dataset = pretraining_dataset(file_pattern, training=True,
                                       seed=config.seed + start_step, **data_options)
         checkpointer = callbacks.CheckpointEvery(manager, config.checkpoint_every)
+        with strategy.scope():
+            preemption = callbacks.SaveOnPreemption(manager, strategy)
         run_callbacks = [callbacks.StopAtStep(config.train_steps), checkpointer, preemption,
                          callbacks.StepsProgbar(steps_per_epoch, config.train_steps)]
         if verbose == 1 and not (sys.stdout.isatty() or "ipykernel" in sys.modules):
@@ -285,11 +286,14 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
                 probed_before = prober.seconds
                 run_callbacks.append(prober)
         started = time.time()
-        history = model.fit(
-            dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
-            epochs=math.ceil(config.train_steps / steps_per_epoch),
-            initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
-            callbacks=run_callbacks + list(extra_callbacks)).history
+        try:
+            history = model.fit(
+                dataset, steps_per_epoch=steps_per_epoch, shuffle=False,
+                epochs=math.ceil(config.train_steps / steps_per_epoch),
+                initial_epoch=start_step // steps_per_epoch, verbose=verbose if chief else 0,
+                callbacks=run_callbacks + list(extra_callbacks)).history
+        finally:
+            preemption.close()
         elapsed = time.time() - started
         if prober:  # the speed is training's
             probe_share = (prober.seconds - probed_before) / elapsed

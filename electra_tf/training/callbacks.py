@@ -8,6 +8,7 @@ as the latest one; nothing is ever half-written under a name the index points to
 """
 
 import math
+import signal
 
 import keras
 import tensorflow as tf
@@ -108,12 +109,16 @@ class SaveOnPreemption(keras.callbacks.Callback):
     several workers, agrees with the others on the step to save at (through the
     coordination service), so every worker joins the same collective save. Its default
     exit (`sys.exit` inside `fit`) would skip the caller's clean-up; ours sets a flag.
-    Create it in the strategy's scope; it restores `manager`'s latest checkpoint.
+    Create it in the strategy's scope; it restores `manager`'s latest checkpoint. Call
+    `close` when training ends: TensorFlow never uninstalls its SIGTERM handler, which
+    would leave the rest of the process (fine-tuning after pretraining, say) unstoppable
+    by SIGTERM.
     """
 
     def __init__(self, manager: tf.train.CheckpointManager, strategy):
         super().__init__()
         self.preempted = False
+        self._previous_sigterm_handler = signal.getsignal(signal.SIGTERM)
         self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             getattr(strategy, "cluster_resolver", None), manager,
             termination_config=tf.distribute.experimental.TerminationConfig(
@@ -121,6 +126,10 @@ class SaveOnPreemption(keras.callbacks.Callback):
 
     def _stop(self):
         self.preempted = True
+
+    def close(self):
+        """Puts back the SIGTERM handler the process had before this callback."""
+        signal.signal(signal.SIGTERM, self._previous_sigterm_handler)
 
     def on_train_batch_end(self, batch, logs=None):
         self.handler.save_checkpoint_if_preempted(
