@@ -26,15 +26,25 @@ def test_update_without_bias_correction_matches_the_official_formula():
     np.testing.assert_allclose(var.numpy(), expected, rtol=1e-5)
 
 
-def test_bias_correction_option_matches_keras_adamw():
-    var_a = keras.Variable(np.array([1.0, -2.0], np.float32))
-    var_b = keras.Variable(np.array([1.0, -2.0], np.float32))
-    ours = AdamWeightDecay(bias_correction=True, learning_rate=0.1, weight_decay_rate=0.01)
-    reference = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01)
-    grad = tf.constant([0.5, 0.25])
-    ours.apply([grad], [var_a])
-    reference.apply([grad], [var_b])
-    np.testing.assert_allclose(var_a.numpy(), var_b.numpy(), rtol=1e-6)
+def test_bias_correction_option_is_textbook_adamw():
+    """Three steps against Adam's formula in float64 (m_hat / (sqrt(v_hat) + eps)), and
+    loosely against Keras's AdamW, which adds eps before the bias correction and computes
+    1 - 0.999**t in float32 (1.2e-5 apart after three steps)."""
+    start = np.array([1.0, -2.0])
+    ours_var, keras_var = (keras.Variable(start.astype(np.float32)) for _ in range(2))
+    ours = AdamWeightDecay(bias_correction=True, learning_rate=0.1, weight_decay_rate=0.01,
+                           epsilon=1e-6)
+    reference = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.01, epsilon=1e-6)
+    w, m, v = start.copy(), 0.0, 0.0
+    for t, grad in enumerate(([0.5, 0.25], [-0.3, 0.1], [0.2, -0.4]), start=1):
+        grad = np.array(grad)
+        ours.apply([tf.constant(grad, tf.float32)], [ours_var])
+        reference.apply([tf.constant(grad, tf.float32)], [keras_var])
+        m, v = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad ** 2
+        m_hat, v_hat = m / (1 - 0.9 ** t), v / (1 - 0.999 ** t)
+        w = w - 0.1 * (m_hat / (np.sqrt(v_hat) + 1e-6) + 0.01 * w)
+    np.testing.assert_allclose(ours_var.numpy(), w, rtol=1e-6)
+    np.testing.assert_allclose(keras_var.numpy(), w, rtol=1e-4)
 
 
 def test_layer_norm_and_biases_are_not_decayed():
