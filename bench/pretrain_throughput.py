@@ -1,20 +1,24 @@
-r"""Training throughput of ElectraPretrainer against a plain keras-hub RTD step, same run.
+r"""Training throughput of ElectraPretrainer against its peers, same run: a plain keras-hub
+RTD step and Hugging Face's towers in PyTorch.
 
   python bench/pretrain_throughput.py --preset small --batch_sizes 32,128 --seq_length 128
 
-Both sides train ELECTRA-Small-shaped towers on the same random token batches. The
-baseline is written the straightforward way: keras-hub `ElectraBackbone` generator and
-discriminator, the generator's vocabulary projection at every position, a `tf.GradientTape`
-step with Keras AdamW, fp32, no XLA. Ours runs in each of `--precisions`.
+Every side trains ELECTRA-Small-shaped towers on the same random token batches. The
+keras-hub baseline is written the straightforward way: keras-hub `ElectraBackbone`
+generator and discriminator, the generator's vocabulary projection at every position, a
+`tf.GradientTape` step with Keras AdamW, fp32, no XLA. The torch peer is `torch_rtd.py`
+(masked-only generator head, shared embeddings, fused AdamW, clipping). Ours and torch run
+in each of `--precisions` (bf16: torch's CPU autocast).
 
-Reported per batch size: median tokens/s over `--steps` steps after `--warmup` steps, our
-speed as a ratio of the baseline's, and model-FLOPs utilisation: the step's training FLOPs
-(`electra_tf.pretraining.flops`, counted like the official flops_computation.py) per
-second over this machine's matmul peak, measured here in the same run for fp32 and bf16.
-Then the peak resident memory of a fresh process training ours at the largest batch.
+Reported per batch size: median tokens/s over `--steps` steps after `--warmup` steps, the
+speed as a ratio of the keras-hub baseline's, and model-FLOPs utilisation: the step's
+training FLOPs (`electra_tf.pretraining.flops`, counted like the official
+flops_computation.py) per second over this machine's matmul peak, measured here in the same
+run for fp32 and bf16. Then the peak resident memory of each side training at the largest
+batch, each in a fresh process.
 """
 
-import resource
+import importlib
 import statistics
 import subprocess
 import sys
@@ -36,8 +40,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "small", "Model preset.")
 flags.DEFINE_list("batch_sizes", ["32", "128"], "Sequences per step, one run each.")
 flags.DEFINE_list("precisions", ["none", "bf16"], "Our mixed precision settings to time.")
-flags.DEFINE_bool("memory_only", False, "Internal: train ours at --batch_sizes[0] and print "
-                  "the process's peak RSS.")
+flags.DEFINE_enum("memory_only", None, ["keras_hub", "electra_tf", "torch"], "Internal: "
+                  "train this side at --batch_sizes[0], --precisions[0] and print the "
+                  "process's resident memory before and its peak during training (KiB).")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps first (tracing, allocation).")
@@ -138,8 +143,50 @@ def matmul_peak(dtype, size=2048, repeats=10):
     return 2 * size ** 3 * repeats / seconds
 
 
+def torch_peer(cfg, mixed_precision="none"):
+    import torch
+
+    from torch_rtd import RtdStep, Shapes
+
+    train = RtdStep(Shapes(cfg.vocab_size, cfg.num_layers, cfg.hidden_size, cfg.num_heads,
+                           cfg.intermediate_size, cfg.generator_hidden_size,
+                           cfg.generator_num_heads, cfg.generator_intermediate_size,
+                           cfg.embedding_size, cfg.max_position_embeddings, cfg.dropout),
+                    cfg.mask_token_id, cfg.sep_token_id, cfg.max_predictions_per_seq,
+                    bf16=mixed_precision == "bf16")
+
+    def step(batch):
+        train(*(torch.from_numpy(batch[k].numpy().astype("int64"))
+                for k in ("input_word_ids", "input_mask", "input_type_ids")))
+
+    return step
+
+
+SIDES = {"keras_hub": lambda cfg, precision: keras_hub_baseline(cfg),
+         "electra_tf": ours, "torch": torch_peer}
+
+
 def config_for(batch_size):
     return preset_config(FLAGS.preset, FLAGS.vocab_size, FLAGS.seq_length, batch_size)
+
+
+def memory_kib(field):
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM: its peak)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
+def peak_memory_mib(side, precision, batch_size):
+    """(resident after the imports, peak above that while building and training three
+    steps) of a fresh process training `side`, in MiB: the imports (TensorFlow, and torch
+    too for the torch side) are not the model's."""
+    output = subprocess.run(
+        [sys.executable, __file__, f"--memory_only={side}", f"--preset={FLAGS.preset}",
+         f"--batch_sizes={batch_size}", f"--seq_length={FLAGS.seq_length}",
+         f"--vocab_size={FLAGS.vocab_size}", f"--precisions={precision}"],
+        capture_output=True, text=True, check=True).stdout
+    before, peak = (int(kib) / 1024 for kib in output.split()[-2:])
+    return before, peak - before
 
 
 def main(argv):
@@ -147,14 +194,21 @@ def main(argv):
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     if FLAGS.memory_only:
         cfg = config_for(batch_sizes[0])
-        time_steps(ours(cfg, FLAGS.precisions[0]), random_batch(cfg, batch_sizes[0],
-                                                                FLAGS.seq_length), 1, 2)
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+        batch = random_batch(cfg, batch_sizes[0], FLAGS.seq_length)
+        if FLAGS.memory_only == "torch":
+            importlib.import_module("torch")  # its import is not the model's memory
+        before = memory_kib("VmRSS")
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # restarts the peak (VmHWM) from the current resident size
+        time_steps(SIDES[FLAGS.memory_only](cfg, FLAGS.precisions[0]), batch, 1, 2)
+        print(before, memory_kib("VmHWM"))
         return
     peaks = {"none": matmul_peak(tf.float32), "bf16": matmul_peak(tf.bfloat16)}
     peaks["fp16"] = peaks["none"]  # no fp16 matmul units on CPUs
     print(f"matmul peak: fp32 {peaks['none'] / 1e9:.0f} GFLOP/s, "
           f"bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s")
+    runs = [("keras_hub", "none")] + [(side, p) for p in FLAGS.precisions
+                                      for side in ("electra_tf", "torch")]
     for batch_size in batch_sizes:
         cfg = config_for(batch_size)
         batch = random_batch(cfg, batch_size, FLAGS.seq_length)
@@ -162,25 +216,22 @@ def main(argv):
         # Real work: lookups compute nothing; a matmul's backward is two matmuls.
         step_flops = training_flops_per_step(cfg, batch_size, sparse_embedding=True,
                                              backward_multiplier=2)
-        runs = [("keras-hub baseline", "none", lambda: keras_hub_baseline(cfg))] + [
-            (f"electra_tf {p}", p, lambda p=p: ours(cfg, p)) for p in FLAGS.precisions]
         speeds = {}
         print(f"\n{FLAGS.preset} {batch_size}x{FLAGS.seq_length} "
               f"({step_flops / 1e9:.0f} GFLOP per step)")
-        for name, precision, make in runs:
-            seconds = time_steps(make(), batch, FLAGS.warmup, FLAGS.steps)
-            speeds[name] = tokens / seconds
+        for side, precision in runs:
+            seconds = time_steps(SIDES[side](cfg, precision), batch, FLAGS.warmup, FLAGS.steps)
+            speeds[side, precision] = tokens / seconds
             utilisation = step_flops / seconds / peaks[precision]
-            ratio = speeds[name] / speeds["keras-hub baseline"]
-            print(f"{name:>20}: {seconds * 1000:8.1f} ms/step {speeds[name]:8.0f} tokens/s "
-                  f"MFU {utilisation:6.1%}  {ratio:5.2f}x baseline")
-    memory = subprocess.run(
-        [sys.executable, __file__, "--memory_only", f"--preset={FLAGS.preset}",
-         f"--batch_sizes={max(batch_sizes)}", f"--seq_length={FLAGS.seq_length}",
-         f"--precisions={FLAGS.precisions[0]}"],
-        capture_output=True, text=True, check=True).stdout.split()[-1]
-    print(f"\npeak RSS, electra_tf {FLAGS.precisions[0]} at {max(batch_sizes)}x"
-          f"{FLAGS.seq_length} (fresh process): {int(memory) / 1024:.0f} MiB")
+            ratio = speeds[side, precision] / speeds["keras_hub", "none"]
+            print(f"{side + ' ' + precision:>20}: {seconds * 1000:8.1f} ms/step "
+                  f"{speeds[side, precision]:8.0f} tokens/s MFU {utilisation:6.1%}  "
+                  f"{ratio:5.2f}x keras-hub")
+    print(f"\nmemory at {max(batch_sizes)}x{FLAGS.seq_length}, each side in a fresh process:")
+    for side, precision in runs:
+        before, training = peak_memory_mib(side, precision, max(batch_sizes))
+        print(f"{side + ' ' + precision:>20}: peak {training:6.0f} MiB above the "
+              f"{before:.0f} MiB resident after the imports")
 
 
 if __name__ == "__main__":

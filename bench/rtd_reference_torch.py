@@ -5,10 +5,8 @@ ELECTRA towers, to tell implementation bugs from what the data and budget give.
       --vocab_size 6103 --steps 1500
 
 Same shapes as `pretrain.py --preset small --num_layers 4 --batch_size 32 --learning_rate
-1e-4 --warmup_steps 1000 --train_steps 3000` (generator 1/4 wide, whole embedding block
-shared, output layer tied, 15% masked of which 85% [MASK], Gumbel samples, loss MLM + 50 x
-BCE over real tokens, clipping 1.0); torch's AdamW (with bias correction) stands in for the
-official optimizer. Prints the discriminator's AUC and the generator's accuracy per 100
+1e-4 --warmup_steps 1000 --train_steps 3000`, the step of `torch_rtd.py`; torch's AdamW
+(with bias correction) stands in for the official optimizer. Prints the discriminator's AUC and the generator's accuracy per 100
 steps, to set beside pretrain.py's progress bar. Needs requirements-dev.txt (torch,
 transformers).
 """
@@ -19,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 import torch
 from absl import app, flags
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+from torch_rtd import RtdStep, Shapes
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "TFRecord shards written by pretrain.py (glob).")
@@ -45,24 +44,11 @@ def auc(labels, scores):
 
 def main(argv):
     del argv
-    torch.manual_seed(0)
     torch.set_num_threads(2)
-    common = dict(vocab_size=FLAGS.vocab_size, embedding_size=128,
-                  max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
-                  layer_norm_eps=1e-12, num_hidden_layers=FLAGS.num_layers)
-    disc = ElectraForPreTraining(ElectraConfig(hidden_size=256, num_attention_heads=4,
-                                               intermediate_size=1024, **common))
-    gen = ElectraForMaskedLM(ElectraConfig(hidden_size=64, num_attention_heads=1,
-                                           intermediate_size=256, **common))
-    gen.electra.embeddings = disc.electra.embeddings  # the whole embedding block is shared
-    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
-    params = list({id(p): p for p in [*disc.parameters(), *gen.parameters()]}.values())
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for p in params if p.dim() > 1], "weight_decay": 0.01},
-         {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}],
-        lr=FLAGS.learning_rate, eps=1e-6)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1, s / FLAGS.warmup_steps) * max(0.0, 1 - s / FLAGS.train_steps))
+    step_fn = RtdStep(
+        Shapes(FLAGS.vocab_size, num_layers=FLAGS.num_layers), MASK_ID, LAST_SPECIAL_ID,
+        MAX_PREDICTIONS, FLAGS.learning_rate,
+        schedule=lambda s: min(1, s / FLAGS.warmup_steps) * max(0.0, 1 - s / FLAGS.train_steps))
     features = {k: tf.io.FixedLenFeature([SEQ], tf.int64)
                 for k in ("input_ids", "input_mask", "segment_ids")}
     batches = (tf.data.TFRecordDataset(sorted(glob.glob(FLAGS.data))).repeat()
@@ -73,40 +59,17 @@ def main(argv):
     for step, batch in enumerate(batches.take(FLAGS.steps)):
         ids, mask, segments = (torch.tensor(batch[k].numpy())
                                for k in ("input_ids", "input_mask", "segment_ids"))
-        candidates = (mask == 1) & (ids > LAST_SPECIAL_ID)
-        scores = torch.rand(ids.shape).masked_fill(~candidates, -1)
-        count = torch.clamp((candidates.sum(1).float() * 0.15).round().long(), 1, MAX_PREDICTIONS)
-        threshold = torch.sort(scores, 1, descending=True).values.gather(1, (count - 1)[:, None])
-        picked = (scores >= threshold) & candidates
-        masked_ids = ids.clone()
-        masked_ids[picked & (torch.rand(ids.shape) < 0.85)] = MASK_ID
-        logits = gen(input_ids=masked_ids, attention_mask=mask, token_type_ids=segments).logits
-        mlm = torch.nn.functional.cross_entropy(logits[picked], ids[picked])
-        with torch.no_grad():
-            uniform = torch.rand(logits[picked].shape)
-            sample = torch.argmax(logits[picked] - torch.log(-torch.log(uniform + 1e-9) + 1e-9), -1)
-        corrupted = ids.clone()
-        corrupted[picked] = sample
-        labels = (corrupted != ids).float()
-        disc_logits = disc(input_ids=corrupted, attention_mask=mask,
-                           token_type_ids=segments).logits
-        weights = mask.float()
-        disc_loss = (torch.nn.functional.binary_cross_entropy_with_logits(
-            disc_logits, labels, reduction="none") * weights).sum() / weights.sum()
-        optimizer.zero_grad()
-        (mlm + 50 * disc_loss).backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        schedule.step()
+        labels, disc_logits, gen_logits, originals = step_fn(ids, mask, segments)
         real = mask.bool().numpy().ravel()
-        history.append((labels.numpy().ravel()[real], disc_logits.detach().numpy().ravel()[real],
-                        (logits[picked].argmax(-1) == ids[picked]).float().mean().item()))
+        history.append((labels.numpy().ravel()[real], disc_logits.numpy().ravel()[real],
+                        (gen_logits.argmax(-1) == originals).float().mean().item()))
         if (step + 1) % 100 == 0:
             y = np.concatenate([h[0] for h in history])
             s = np.concatenate([h[1] for h in history])
             print(f"step {step + 1}: disc_auc {auc(y, s):.4f}, "
                   f"gen_acc {np.mean([h[2] for h in history]):.3f}, "
-                  f"lr {schedule.get_last_lr()[0]:.2e}, {time.time() - start:.0f} s", flush=True)
+                  f"lr {step_fn.schedule.get_last_lr()[0]:.2e}, {time.time() - start:.0f} s",
+                  flush=True)
             history = []
 
 
