@@ -1,0 +1,197 @@
+r"""Start-up: seconds from a fresh process to its first finished training step, ours against
+keras-hub and Hugging Face torch, ELECTRA-Small shapes.
+
+  python bench/startup.py --repeats 2
+
+Each measurement is a fresh process (tracing caches are per process) and reports: the
+imports, building the model (and its optimizer), the first step (tracing and graph
+optimisation included) and a steady step, each the median over `--repeats` processes.
+Fine-tuning: a two-class classifier on [CLS] with the official optimizer, batch 32 x 128
+packed ids: ours (`ElectraTextClassifier.fit`), keras-hub's `BertTextClassifier.fit` on a
+`BertBackbone` of ELECTRA-Small's discriminator shape (keras-hub has no ELECTRA task model)
+and Hugging Face's `ElectraForSequenceClassification` (fused AdamW). Pretraining: ours
+(`ElectraPretrainer.fit`, what `electra-pretrain` runs) against the torch RTD step
+(`torch_rtd.py`), 32 x 128.
+"""
+
+import importlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # synthetic, torch_rtd
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("repeats", 2, "Processes per measurement (the median is reported).")
+flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_enum("measure", None, ["finetune_ours", "finetune_keras_hub", "finetune_torch",
+                                    "pretrain_ours", "pretrain_torch"],
+                  "Internal: one measurement in this process; prints its four times.")
+STARTED = time.perf_counter()
+VOCAB = 30522
+MEASUREMENTS = {
+    "fine-tuning": ("finetune_ours", "finetune_keras_hub", "finetune_torch"),
+    "pretraining": ("pretrain_ours", "pretrain_torch"),
+}
+
+
+# Each builder takes [2 x batch, seq] int32 `ids` and labels, builds its model and returns
+# `train()`: two steps (one batch each), returning the time after each.
+
+
+def keras_step_times():
+    import keras
+
+    times = []
+    return times, keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda *_, **__: times.append(time.perf_counter()))
+
+
+def finetune_ours(ids, labels):
+    from electra_tf.config import ElectraConfig
+    from electra_tf.layers.encoder import ElectraEncoder
+    from electra_tf.models.text_classifier import ElectraTextClassifier
+
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small",
+                                                                      vocab_size=VOCAB))
+    model = ElectraTextClassifier(encoder, num_classes=2)
+    inputs = {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
+
+    def train():
+        times, callback = keras_step_times()
+        model.fit(inputs, labels, batch_size=len(ids) // 2, verbose=0, callbacks=[callback])
+        return times
+
+    return train
+
+
+def finetune_keras_hub(ids, labels):
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=12, num_heads=4, hidden_dim=256,
+        intermediate_dim=1024, max_sequence_length=512)
+    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+    inputs = {"token_ids": ids, "padding_mask": ids * 0 + 1, "segment_ids": ids * 0}
+
+    def train():
+        times, callback = keras_step_times()
+        model.fit(inputs, labels, batch_size=len(ids) // 2, verbose=0, callbacks=[callback])
+        return times
+
+    return train
+
+
+def torch_loop(step, *batches):
+    def train():
+        times = []
+        for batch in batches:
+            step(*batch)
+            times.append(time.perf_counter())
+        return times
+
+    return train
+
+
+def finetune_torch(ids, labels):
+    import torch
+    import transformers
+
+    model = transformers.ElectraForSequenceClassification(transformers.ElectraConfig(
+        vocab_size=VOCAB, embedding_size=128, hidden_size=256, num_hidden_layers=12,
+        num_attention_heads=4, intermediate_size=1024, num_labels=2)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+
+    def step(ids, labels):
+        optimizer.zero_grad()
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    ids, labels = torch.from_numpy(ids.astype("int64")), torch.from_numpy(labels)
+    return torch_loop(step, *zip(ids.chunk(2), labels.chunk(2)))
+
+
+def pretrain_ours(ids, labels):
+    import tensorflow as tf
+
+    from electra_tf.runs.pretrain import build_model
+    from synthetic import preset_config
+
+    cfg = preset_config("small", VOCAB, ids.shape[1], len(ids) // 2)
+    model, _ = build_model(cfg)
+    data = tf.data.Dataset.from_tensor_slices(
+        {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
+    ).batch(cfg.batch_size)
+
+    def train():
+        times, callback = keras_step_times()
+        model.fit(data, verbose=0, callbacks=[callback])
+        return times
+
+    return train
+
+
+def pretrain_torch(ids, labels):
+    import torch
+
+    from synthetic import SPECIAL_IDS
+    from torch_rtd import RtdStep, Shapes
+
+    step = RtdStep(Shapes(VOCAB), SPECIAL_IDS["mask_token_id"], SPECIAL_IDS["sep_token_id"],
+                   max_predictions=20)
+    ids = torch.from_numpy(ids.astype("int64"))
+    return torch_loop(step, *((b, torch.ones_like(b), torch.zeros_like(b))
+                              for b in ids.chunk(2)))
+
+
+def measure_here(name):
+    """Prints: imports, build, first step, steady step (seconds)."""
+    import numpy as np
+
+    # Everything a side imports, so that "build" is building only (transformers imports
+    # its model classes lazily, on first use).
+    for module in (["torch", "transformers.models.electra.modeling_electra"]
+                   if name.endswith("torch") else ["keras_hub", "electra_tf.runs.pretrain"]):
+        importlib.import_module(module)
+    imported = time.perf_counter()
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, VOCAB, (2 * FLAGS.batch_size, FLAGS.seq_length)).astype(np.int32)
+    ids[:, 0], ids[:, -1] = 101, 102
+    labels = rng.integers(0, 2, 2 * FLAGS.batch_size)
+    train = globals()[name](ids, labels)
+    built = time.perf_counter()
+    first, second = train()
+    print(imported - STARTED, built - imported, first - built, second - first)
+
+
+def main(argv):
+    del argv
+    if FLAGS.measure:
+        measure_here(FLAGS.measure)
+        return
+    print(f"{FLAGS.batch_size} x {FLAGS.seq_length}, ELECTRA-Small shapes; seconds, median "
+          f"of {FLAGS.repeats} fresh processes")
+    for title, names in MEASUREMENTS.items():
+        print(f"\n{title:<20}{'imports':>9}{'build':>9}{'1st step':>10}{'to 1st step':>13}"
+              f"{'steady':>9}")
+        for name in names:
+            runs = []
+            for _ in range(FLAGS.repeats):
+                output = subprocess.run(
+                    [sys.executable, __file__, f"--measure={name}",
+                     f"--batch_size={FLAGS.batch_size}", f"--seq_length={FLAGS.seq_length}"],
+                    capture_output=True, text=True, check=True).stdout
+                runs.append([float(x) for x in output.split()[-4:]])
+            imports, build, first, steady = (statistics.median(c) for c in zip(*runs))
+            print(f"{name.split('_', 1)[1]:<20}{imports:9.1f}{build:9.1f}{first:10.1f}"
+                  f"{build + first:13.1f}{steady:9.2f}")
+
+
+if __name__ == "__main__":
+    app.run(main)
