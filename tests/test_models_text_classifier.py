@@ -44,6 +44,29 @@ def test_fit_without_compile_trains_with_the_official_recipe(fitted):
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
 
 
+def test_the_encoder_reads_up_to_the_last_real_token_with_the_same_logits(fitted):
+    """Padding costs as much as words: the classifier cuts the batch after its last real
+    token (right- or left-padded) and gets the logits of the whole padded batch."""
+    clf = fitted[0]
+    packed = clf.preprocessor(tf.constant(["a fine film", "dull"]))  # 32 positions
+    lengths = []
+    original_call = clf.encoder.call
+    clf.encoder.call = lambda inputs, **kw: (lengths.append(inputs["input_mask"].shape[1])
+                                             or original_call(inputs, **kw))
+    try:
+        logits = clf(packed, training=False).numpy()
+        # Left padding: the same tokens shifted right (positions differ, so the logits
+        # too); the cut must keep every real token.
+        shift = 32 - int(packed["input_mask"][0].numpy().sum())
+        left = {k: tf.roll(v[:1], shift, axis=1) for k, v in packed.items()}
+        clf(left, training=False)
+    finally:
+        clf.encoder.call = original_call
+    assert lengths == [int(packed["input_mask"][0].numpy().sum()), 32]
+    full = clf.head(clf.encoder(packed, training=False)["pooled_output"]).numpy()
+    np.testing.assert_allclose(logits, full, atol=1e-5)
+
+
 def test_one_step_moves_each_depth_by_its_layerwise_rate(pretrained_dir):
     """The wiring, not the multiplier function alone: Adam without bias correction moves
     an undecayed weight by lr x multiplier x ~3.16 on the first step, whatever its

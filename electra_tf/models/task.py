@@ -219,6 +219,20 @@ def encoder_inputs(inputs: dict) -> dict:
     return {name: inputs[name] for name in INPUT_NAMES}
 
 
+def without_padding_tail(inputs: dict) -> dict:
+    """The encoder's inputs cut after the batch's last real token.
+
+    A transformer spends as much on a padding position as on a word, and inputs are padded
+    to the full packed length (128 by default) where most sentences fill a fifth of it;
+    the outputs at the real positions do not depend on the padding (attention masks it).
+    Needs dynamic shapes: not under XLA.
+    """
+    mask = tf.cast(inputs["input_mask"], tf.int32)
+    positions = tf.range(1, tf.shape(mask)[1] + 1)[None]
+    length = tf.maximum(tf.reduce_max(positions * mask), 1)
+    return {name: tf.convert_to_tensor(value)[:, :length] for name, value in inputs.items()}
+
+
 def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
     """`dataset` in batches of `batch_size` (Keras's default 32); examples of varying
     length (words of sentences) batch as ragged tensors."""
