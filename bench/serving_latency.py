@@ -1,12 +1,19 @@
-r"""Latency and throughput of an exported classifier, through TF Serving's loading path.
+r"""Latency and throughput of an exported classifier, through TF Serving's loading path,
+against the same weights in Hugging Face torch and ONNX Runtime.
 
   python bench/serving_latency.py --export exports/serving/sentiment/1 \
-      --checkpoint runs/x-sent --pretrained runs/x
+      --checkpoint runs/x-sent --pretrained runs/x \
+      --huggingface hf_sentiment   # electra-convert --to huggingface --checkpoint runs/x-sent
 
 Loads the version with the TF1 session loader (what tensorflow_model_server's C++ loader
-mirrors), replays its warm-up requests, then times `serving_default` on raw strings:
-single requests (batch 1) and batches of `--batch_size`, median over `--repeats` runs.
-Also prints the SavedModel's size beside the fine-tuning and pretraining checkpoints'.
+mirrors), then times `serving_default` on raw strings (after one untimed request of
+each shape): single requests (batch 1) and batches of `--batch_size`, of a short text (~20 tokens) and
+a long one (cut at 128 tokens), median over `--repeats` runs. With `--huggingface`, the
+same requests (text in, probabilities out, the tokenizer included) through
+`ElectraForSequenceClassification` in torch (inference mode, padding to the batch's
+longest) and through ONNX Runtime on that model exported by `torch.onnx` (once, into a
+temporary directory). Also prints the SavedModel's size beside the fine-tuning and
+pretraining checkpoints'.
 """
 
 import json
@@ -15,6 +22,7 @@ import pathlib
 import statistics
 import time
 
+import numpy as np
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)
 from absl import app, flags  # noqa: E402
@@ -25,8 +33,13 @@ flags.DEFINE_string("checkpoint", None, "Optional: the fine-tuning run, for its 
 flags.DEFINE_string("pretrained", None, "Optional: the pretraining run, for its size.")
 flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
 flags.DEFINE_integer("repeats", 30, "Timed runs per measurement (the median is reported).")
+flags.DEFINE_string("huggingface", None, "Optional: the same model converted to Hugging "
+                    "Face (`electra-convert --to huggingface`), to time torch and ONNX "
+                    "Runtime beside it.")
 
 SENTENCE = "The battery lasts all day and the screen is bright, but the speaker is weak."
+TEXTS = {"short": SENTENCE, "long": " ".join([SENTENCE] * 8)}  # ~20 and > 128 tokens
+MAX_LENGTH = 128
 
 
 def size_mb(path, pattern="**/*"):
@@ -48,27 +61,78 @@ def median_seconds(run, repeats):
     return statistics.median(times)
 
 
+def tf_serving_requests(session, signature):
+    """request(texts) through the loaded SavedModel's serving signature."""
+    fetches = [signature.outputs[name].name for name in sorted(signature.outputs)]
+    inputs = [info.name for info in signature.inputs.values()]  # a pair model: both texts
+    return lambda texts: session.run(fetches, {name: texts for name in inputs})
+
+
+def torch_requests(directory):
+    """{"torch": request, "onnxruntime": request} on the Hugging Face model in
+    `directory`, each tokenizing with its fast tokenizer (padding to the longest)."""
+    import tempfile
+
+    import onnxruntime
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory).eval()
+
+    def tokenize(texts, tensors):
+        return tokenizer(texts, padding=True, truncation=True, max_length=MAX_LENGTH,
+                         return_tensors=tensors)
+
+    @torch.inference_mode()
+    def with_torch(texts):
+        return torch.softmax(model(**tokenize(texts, "pt")).logits, -1).numpy()
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    onnx_path = os.path.join(tempfile.mkdtemp(), "model.onnx")
+    example = tokenize([SENTENCE, SENTENCE], "pt")
+    torch.onnx.export(model, tuple(example[n] for n in names), onnx_path, input_names=names,
+                      output_names=["logits"], dynamo=False,
+                      dynamic_axes={n: {0: "batch", 1: "length"} for n in names})
+    session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+
+    def with_onnxruntime(texts):
+        encoded = tokenize(texts, "np")
+        (logits,) = session.run(None, {n: encoded[n].astype(np.int64) for n in names})
+        exp = np.exp(logits - logits.max(-1, keepdims=True))
+        return exp / exp.sum(-1, keepdims=True)
+
+    return {"torch": with_torch, "onnxruntime": with_onnxruntime}
+
+
+def time_requests(request):
+    """{"short batch 1 ms": ..., ...}: the median of each request shape, after one
+    untimed call."""
+    times = {}
+    for length, text in TEXTS.items():
+        for batch_size in (1, FLAGS.batch_size):
+            texts = [text] * batch_size
+            request(texts)
+            times[f"{length} batch {batch_size} ms"] = round(
+                1000 * median_seconds(lambda: request(texts), FLAGS.repeats), 1)
+    return times
+
+
 def main(argv):
     del argv
+    timings = {}
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], FLAGS.export)
-        signature = meta.signature_def["serving_default"]
-        fetches = [signature.outputs[name].name for name in sorted(signature.outputs)]
-
-        def request(batch_size):
-            feeds = {info.name: [SENTENCE] * batch_size for info in signature.inputs.values()}
-            return lambda: session.run(fetches, feeds)
-
-        for warmup in (request(1), request(FLAGS.batch_size)):
-            warmup()
-        single = median_seconds(request(1), FLAGS.repeats)
-        batch = median_seconds(request(FLAGS.batch_size), FLAGS.repeats)
-    results = {
-        "export_mb": round(size_mb(FLAGS.export), 1),
-        "single_request_ms": round(1000 * single, 1),
-        f"batch_{FLAGS.batch_size}_ms": round(1000 * batch, 1),
-        f"batch_{FLAGS.batch_size}_examples_per_second": round(FLAGS.batch_size / batch, 1),
-    }
+        timings["electra_tf (TF1 session, SavedModel)"] = time_requests(
+            tf_serving_requests(session, meta.signature_def["serving_default"]))
+    if FLAGS.huggingface:
+        for name, request in torch_requests(FLAGS.huggingface).items():
+            timings[name] = time_requests(request)
+    columns = list(next(iter(timings.values())))
+    print(f"{'':<40}" + "".join(f"{c:>22}" for c in columns))
+    for name, row in timings.items():
+        print(f"{name:<40}" + "".join(f"{row[c]:>22.1f}" for c in columns))
+    results = {"export_mb": round(size_mb(FLAGS.export), 1), "milliseconds": timings}
     if FLAGS.checkpoint:
         with open(os.path.join(FLAGS.checkpoint, "eval_results.json")) as f:
             best = os.path.join(FLAGS.checkpoint, f"trial_{json.load(f)['best_trial']}", "best")
