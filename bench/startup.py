@@ -44,12 +44,17 @@ MEASUREMENTS = {
 # `train()`: two steps (one batch each), returning the time after each.
 
 
-def keras_step_times():
+def keras_fit(model, *args, **kwargs):
+    """train(): `model.fit(*args, **kwargs)`, returning the time after each step."""
     import keras
 
-    times = []
-    return times, keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda *_, **__: times.append(time.perf_counter()))
+    def train():
+        times = []
+        model.fit(*args, **kwargs, verbose=0, callbacks=[keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda *_, **__: times.append(time.perf_counter()))])
+        return times
+
+    return train
 
 
 def finetune_ours(ids, labels):
@@ -61,13 +66,7 @@ def finetune_ours(ids, labels):
                                                                       vocab_size=VOCAB))
     model = ElectraTextClassifier(encoder, num_classes=2)
     inputs = {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
-
-    def train():
-        times, callback = keras_step_times()
-        model.fit(inputs, labels, batch_size=len(ids) // 2, verbose=0, callbacks=[callback])
-        return times
-
-    return train
+    return keras_fit(model, inputs, labels, batch_size=len(ids) // 2)
 
 
 def finetune_keras_hub(ids, labels):
@@ -78,13 +77,7 @@ def finetune_keras_hub(ids, labels):
         intermediate_dim=1024, max_sequence_length=512)
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
     inputs = {"token_ids": ids, "padding_mask": ids * 0 + 1, "segment_ids": ids * 0}
-
-    def train():
-        times, callback = keras_step_times()
-        model.fit(inputs, labels, batch_size=len(ids) // 2, verbose=0, callbacks=[callback])
-        return times
-
-    return train
+    return keras_fit(model, inputs, labels, batch_size=len(ids) // 2)
 
 
 def torch_loop(step, *batches):
@@ -128,13 +121,7 @@ def pretrain_ours(ids, labels):
     data = tf.data.Dataset.from_tensor_slices(
         {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
     ).batch(cfg.batch_size)
-
-    def train():
-        times, callback = keras_step_times()
-        model.fit(data, verbose=0, callbacks=[callback])
-        return times
-
-    return train
+    return keras_fit(model, data)
 
 
 def pretrain_torch(ids, labels):
