@@ -146,13 +146,9 @@ def matmul_peak(dtype, size=2048, repeats=10):
 def torch_peer(cfg, mixed_precision="none"):
     import torch
 
-    from torch_rtd import RtdStep, Shapes
+    from torch_rtd import RtdStep
 
-    train = RtdStep(Shapes(cfg.vocab_size, cfg.num_layers, cfg.hidden_size, cfg.num_heads,
-                           cfg.intermediate_size, cfg.generator_hidden_size,
-                           cfg.generator_num_heads, cfg.generator_intermediate_size,
-                           cfg.embedding_size, cfg.max_position_embeddings, cfg.dropout),
-                    cfg.mask_token_id, cfg.sep_token_id, cfg.max_predictions_per_seq,
+    train = RtdStep(cfg, cfg.mask_token_id, cfg.sep_token_id, cfg.max_predictions_per_seq,
                     bf16=mixed_precision == "bf16")
 
     def step(batch):

@@ -18,7 +18,8 @@ import tensorflow as tf
 import torch
 from absl import app, flags
 
-from torch_rtd import RtdStep, Shapes
+from electra_tf.config import ElectraConfig
+from torch_rtd import RtdStep
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "TFRecord shards written by pretrain.py (glob).")
@@ -46,7 +47,8 @@ def main(argv):
     del argv
     torch.set_num_threads(2)
     step_fn = RtdStep(
-        Shapes(FLAGS.vocab_size, num_layers=FLAGS.num_layers), MASK_ID, LAST_SPECIAL_ID,
+        ElectraConfig.preset("small", vocab_size=FLAGS.vocab_size, num_layers=FLAGS.num_layers),
+        MASK_ID, LAST_SPECIAL_ID,
         MAX_PREDICTIONS, FLAGS.learning_rate,
         schedule=lambda s: min(1, s / FLAGS.warmup_steps) * max(0.0, 1 - s / FLAGS.train_steps))
     features = {k: tf.io.FixedLenFeature([SEQ], tf.int64)

@@ -44,6 +44,13 @@ MEASUREMENTS = {
 # `train()`: two steps (one batch each), returning the time after each.
 
 
+def small():
+    """ELECTRA-Small's config (the sizes every side builds)."""
+    from electra_tf.config import ElectraConfig
+
+    return ElectraConfig.preset("small", vocab_size=VOCAB)
+
+
 def keras_fit(model, *args, **kwargs):
     """train(): `model.fit(*args, **kwargs)`, returning the time after each step."""
     import keras
@@ -58,12 +65,10 @@ def keras_fit(model, *args, **kwargs):
 
 
 def finetune_ours(ids, labels):
-    from electra_tf.config import ElectraConfig
     from electra_tf.layers.encoder import ElectraEncoder
     from electra_tf.models.text_classifier import ElectraTextClassifier
 
-    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small",
-                                                                      vocab_size=VOCAB))
+    encoder = ElectraEncoder.from_electra_config(small())
     model = ElectraTextClassifier(encoder, num_classes=2)
     inputs = {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
     return keras_fit(model, inputs, labels, batch_size=len(ids) // 2)
@@ -72,9 +77,11 @@ def finetune_ours(ids, labels):
 def finetune_keras_hub(ids, labels):
     import keras_hub
 
+    cfg = small()
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB, num_layers=12, num_heads=4, hidden_dim=256,
-        intermediate_dim=1024, max_sequence_length=512)
+        vocabulary_size=VOCAB, num_layers=cfg.num_layers, num_heads=cfg.num_heads,
+        hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
+        max_sequence_length=cfg.max_position_embeddings)
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
     inputs = {"token_ids": ids, "padding_mask": ids * 0 + 1, "segment_ids": ids * 0}
     return keras_fit(model, inputs, labels, batch_size=len(ids) // 2)
@@ -95,9 +102,11 @@ def finetune_torch(ids, labels):
     import torch
     import transformers
 
+    cfg = small()
     model = transformers.ElectraForSequenceClassification(transformers.ElectraConfig(
-        vocab_size=VOCAB, embedding_size=128, hidden_size=256, num_hidden_layers=12,
-        num_attention_heads=4, intermediate_size=1024, num_labels=2)).train()
+        vocab_size=VOCAB, embedding_size=cfg.embedding_size, hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+        intermediate_size=cfg.intermediate_size, num_labels=2)).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
 
     def step(ids, labels):
@@ -127,11 +136,11 @@ def pretrain_ours(ids, labels):
 def pretrain_torch(ids, labels):
     import torch
 
-    from synthetic import SPECIAL_IDS
-    from torch_rtd import RtdStep, Shapes
+    from synthetic import preset_config
+    from torch_rtd import RtdStep
 
-    step = RtdStep(Shapes(VOCAB), SPECIAL_IDS["mask_token_id"], SPECIAL_IDS["sep_token_id"],
-                   max_predictions=20)
+    cfg = preset_config("small", VOCAB, ids.shape[1], len(ids) // 2)
+    step = RtdStep(cfg, cfg.mask_token_id, cfg.sep_token_id, cfg.max_predictions_per_seq)
     ids = torch.from_numpy(ids.astype("int64"))
     return torch_loop(step, *((b, torch.ones_like(b), torch.zeros_like(b))
                               for b in ids.chunk(2)))

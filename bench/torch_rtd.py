@@ -10,25 +10,8 @@ over the real tokens; AdamW (Hugging Face Trainer's default for this torch, the 
 kernel; decay on matrices only) with global-norm clipping at 1.0.
 """
 
-import dataclasses
-
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
-
-
-@dataclasses.dataclass
-class Shapes:
-    vocab_size: int
-    num_layers: int = 12
-    hidden_size: int = 256
-    num_heads: int = 4
-    intermediate_size: int = 1024
-    generator_hidden_size: int = 64
-    generator_num_heads: int = 1
-    generator_intermediate_size: int = 256
-    embedding_size: int = 128
-    max_positions: int = 512
-    dropout: float = 0.1
 
 
 class RtdStep:
@@ -37,23 +20,22 @@ class RtdStep:
     Returns (labels, discriminator logits, generator logits at the picked positions, the
     picked token ids) for callers that score the step."""
 
-    def __init__(self, shapes: Shapes, mask_id: int, last_special_id: int,
-                 max_predictions: int, learning_rate=1e-4, schedule=None,
-                 bf16=False, seed=0):
+    def __init__(self, cfg, mask_id: int, last_special_id: int, max_predictions: int,
+                 learning_rate=1e-4, schedule=None, bf16=False, seed=0):
+        """`cfg`: the `electra_tf.config.ElectraConfig` whose sizes both towers take."""
         torch.manual_seed(seed)
-        common = dict(vocab_size=shapes.vocab_size, embedding_size=shapes.embedding_size,
-                      max_position_embeddings=shapes.max_positions, type_vocab_size=2,
-                      hidden_act="gelu", layer_norm_eps=1e-12,
-                      num_hidden_layers=shapes.num_layers,
-                      hidden_dropout_prob=shapes.dropout,
-                      attention_probs_dropout_prob=shapes.dropout)
+        common = dict(vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
+                      max_position_embeddings=cfg.max_position_embeddings, type_vocab_size=2,
+                      hidden_act="gelu", layer_norm_eps=cfg.layer_norm_epsilon,
+                      num_hidden_layers=cfg.num_layers, hidden_dropout_prob=cfg.dropout,
+                      attention_probs_dropout_prob=cfg.dropout)
         self.discriminator = ElectraForPreTraining(ElectraConfig(
-            hidden_size=shapes.hidden_size, num_attention_heads=shapes.num_heads,
-            intermediate_size=shapes.intermediate_size, **common))
+            hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_heads,
+            intermediate_size=cfg.intermediate_size, **common))
         self.generator = ElectraForMaskedLM(ElectraConfig(
-            hidden_size=shapes.generator_hidden_size,
-            num_attention_heads=shapes.generator_num_heads,
-            intermediate_size=shapes.generator_intermediate_size, **common))
+            hidden_size=cfg.generator_hidden_size,
+            num_attention_heads=cfg.generator_num_heads,
+            intermediate_size=cfg.generator_intermediate_size, **common))
         self.generator.electra.embeddings = self.discriminator.electra.embeddings
         self.generator.generator_lm_head.weight = (
             self.discriminator.electra.embeddings.word_embeddings.weight)
