@@ -83,6 +83,14 @@ def create_strategy(options: RuntimeOptions) -> tf.distribute.Strategy:
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices(
             "CPU")]
         return tf.distribute.MirroredStrategy(devices)
+    if name == "cpu" and not gpus:
+        # TensorFlow's default strategy, as `model.fit` from Python without a strategy: on
+        # 2-core AVX2 EPYCs `fit` under OneDeviceStrategy("/cpu:0") ran steps 1.5-1.8x
+        # slower, its ops' outputs landing on fresh pages (7-24x the page faults, which
+        # its distributed dataset iterator brings: docs/distributed.md,
+        # bench/fit_strategy.py). With a GPU present, only OneDeviceStrategy keeps the run
+        # off it.
+        return tf.distribute.get_strategy()
     return tf.distribute.OneDeviceStrategy("/cpu:0" if name == "cpu" else gpus[0].name)
 
 
