@@ -120,3 +120,38 @@ def test_encoder_round_trips_its_config():
         assert config["embeddings"]["config"]["embedding_size"] == 32
         assert config["embeddings"]["config"]["vocab_size"] == 100
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
+
+
+def test_attention_projections_are_flat_matmuls_with_the_einsum_values_and_gradients():
+    cfg = ElectraConfig.preset("tiny", vocab_size=100)
+    inputs = encoder_inputs()
+    flat, einsum = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
+    flat(inputs)
+    einsum(inputs)
+    einsum.set_weights(flat.get_weights())
+    for layer in einsum.transformer_layers:  # back to Keras's own einsum projections
+        attention = layer._self_attention_layer
+        for projection in (attention._query_dense, attention._key_dense,
+                           attention._value_dense, attention._output_dense):
+            projection.__class__ = keras.layers.EinsumDense
+
+    def traced(encoder):
+        @tf.function
+        def loss_and_gradients():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(encoder(inputs, training=False)["sequence_output"] ** 2)
+            return loss, tape.gradient(loss, encoder.trainable_variables)
+
+        graph = loss_and_gradients.get_concrete_function().graph
+        # A 3-D input times a 2-D kernel: the broadcasting matmul the flat projections avoid.
+        broadcast = [op for op in graph.get_operations() if op.type == "BatchMatMulV2"
+                     and any(t.shape.rank == 2 for t in op.inputs)]
+        return loss_and_gradients(), len(broadcast)
+
+    (loss, gradients), broadcast = traced(flat)
+    (einsum_loss, einsum_gradients), einsum_broadcast = traced(einsum)
+    assert broadcast == 0 and einsum_broadcast > 0
+    np.testing.assert_allclose(loss, einsum_loss, rtol=1e-5)
+    for ours, theirs in zip(gradients, einsum_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(ours), tf.convert_to_tensor(theirs),
+                                   rtol=1e-4, atol=1e-5)

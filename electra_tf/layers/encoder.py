@@ -5,6 +5,7 @@ import keras_hub
 
 from electra_tf.layers import activations  # noqa: F401  (registers "electra_tf>fused_gelu")
 from electra_tf.layers.embeddings import ElectraEmbeddings
+from electra_tf.layers.flat_einsum_dense import flatten_attention_projections
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -106,6 +107,7 @@ class ElectraEncoder(keras.Model):
             self.embeddings_project.build(shape + (self.embeddings.embedding_size,))
         for layer in self.transformer_layers:
             layer.build(shape + (self.hidden_size,))
+            flatten_attention_projections(layer)
         self.built = True
 
     def call(self, inputs, training=None):
