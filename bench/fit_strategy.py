@@ -19,8 +19,8 @@ result).
 
 Why: on AMD EPYC (AVX2) machines, fit under OneDeviceStrategy ran ELECTRA-Small steps
 1.5-1.8x slower than under the default strategy, with 7-24x the page faults; on an
-AVX-512 EPYC it did not. Single-CPU runs now use the default strategy; this bench shows what they
-gained on the machine at hand.
+AVX-512 EPYC it did not. Single-CPU runs now use the default strategy; this bench shows
+what they gained on the machine at hand.
 """
 
 import itertools
@@ -42,8 +42,7 @@ flags.DEFINE_string("init_checkpoint", None, "Optional: the pretrained model to 
                     "fine-tuning runs from (as electra-finetune's --init_checkpoint).")
 flags.DEFINE_enum("measure", None, ["one_device", "default"], "Internal: one measurement "
                   "in this process; prints 'first_seconds steady_seconds faults' (with "
-                  "--shape) or "
-                  "'seconds accuracy' (with --init_checkpoint).")
+                  "--shape) or 'seconds accuracy' (with --init_checkpoint).")
 flags.DEFINE_string("shape", None, "Internal: the shape of --measure.")
 
 STRATEGIES = ("one_device", "default")
