@@ -52,7 +52,7 @@ def op_times(logdir):
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
-    times, counts, runtime = collections.Counter(), collections.Counter(), collections.Counter()
+    times, counts, runtime = (collections.Counter() for _ in range(3))
     for line in host.lines:
         if not line.name.startswith("tf_Compute"):  # the executor's threads run the ops
             continue
@@ -100,7 +100,8 @@ def main(argv):
     times, counts, runtime = op_times(logdir)
     steps, total = FLAGS.steps, sum(times.values())
     print(f"\n{FLAGS.preset}, {FLAGS.batch_size} x {FLAGS.seq_length}, "
-          f"{FLAGS.mixed_precision}: {wall[0] / steps * 1000:,.0f} ms per step (wall, traced); "
+          f"{FLAGS.mixed_precision}: {wall[0] / steps * 1000:,.0f} ms per step (wall, "
+          f"traced); "
           f"ops {total / 1e9 / steps:,.0f} ms per step summed over threads")
     print(f"{'op type':<36}{'ms/step':>10}{'share':>8}{'count/step':>12}")
     for kind, picoseconds in times.most_common(FLAGS.top):
