@@ -101,8 +101,7 @@ def main(argv):
     steps, total = FLAGS.steps, sum(times.values())
     print(f"\n{FLAGS.preset}, {FLAGS.batch_size} x {FLAGS.seq_length}, "
           f"{FLAGS.mixed_precision}: {wall[0] / steps * 1000:,.0f} ms per step (wall, "
-          f"traced); "
-          f"ops {total / 1e9 / steps:,.0f} ms per step summed over threads")
+          f"traced); ops {total / 1e9 / steps:,.0f} ms per step summed over threads")
     print(f"{'op type':<36}{'ms/step':>10}{'share':>8}{'count/step':>12}")
     for kind, picoseconds in times.most_common(FLAGS.top):
         print(f"{kind:<36}{picoseconds / 1e9 / steps:10.1f}{100 * picoseconds / total:7.1f}%"
