@@ -115,13 +115,12 @@ def finetune_run(strategy_name, init_checkpoint):
 
 def in_processes(arguments):
     """{strategy: [the numbers each of --repeats fresh processes printed]}, alternating."""
-    count = 3 if any(a.startswith("--shape=") for a in arguments) else 2
     results = {name: [] for name in STRATEGIES}
     for _ in range(FLAGS.repeats):
         for name in STRATEGIES:
             out = subprocess.run([sys.executable, __file__, f"--measure={name}", *arguments],
                                  capture_output=True, text=True, check=True)
-            results[name].append([float(x) for x in out.stdout.split()[-count:]])
+            results[name].append([float(x) for x in out.stdout.splitlines()[-1].split()])
     return results
 
 

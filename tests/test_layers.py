@@ -8,6 +8,7 @@ from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.flat_einsum_dense import attention_projections
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -130,9 +131,7 @@ def test_attention_projections_are_flat_matmuls_with_the_einsum_values_and_gradi
     einsum(inputs)
     einsum.set_weights(flat.get_weights())
     for layer in einsum.transformer_layers:  # back to Keras's own einsum projections
-        attention = layer._self_attention_layer
-        for projection in (attention._query_dense, attention._key_dense,
-                           attention._value_dense, attention._output_dense):
+        for projection in attention_projections(layer):
             projection.__class__ = keras.layers.EinsumDense
 
     def traced(encoder):

@@ -52,7 +52,12 @@ def flatten_attention_projections(transformer_layer) -> None:
     way to choose their class; changing the class of the built objects keeps everything
     else about them.
     """
-    attention = transformer_layer._self_attention_layer
-    for projection in (attention._query_dense, attention._key_dense, attention._value_dense,
-                       attention._output_dense):
+    for projection in attention_projections(transformer_layer):
         projection.__class__ = FlatEinsumDense
+
+
+def attention_projections(transformer_layer) -> tuple:
+    """A built keras-hub `TransformerEncoder`'s query, key, value and output projections."""
+    attention = transformer_layer._self_attention_layer
+    return (attention._query_dense, attention._key_dense, attention._value_dense,
+            attention._output_dense)
