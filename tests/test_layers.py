@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.layers.activations import fused_gelu
+from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -78,12 +78,13 @@ def test_layers_round_trip_their_config(layer, expected):
 # bf16: within one bf16 rounding step at 1 (0.0078) of Keras (both round intermediates).
 @pytest.mark.parametrize("dtype, rtol, atol", [(tf.float32, 1e-6, 1e-6),
                                                (tf.bfloat16, 1e-2, 5e-3)])
-def test_fused_gelu_matches_keras_gelu_and_its_gradient(dtype, rtol, atol):
+@pytest.mark.parametrize("ours", [gelu, fused_gelu])
+def test_our_gelus_match_keras_gelu_and_its_gradient(ours, dtype, rtol, atol):
     x = tf.cast(tf.linspace(-6.0, 6.0, 241), dtype)
     upstream = tf.cast(tf.linspace(0.5, 1.5, 241), dtype)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        fused, plain = fused_gelu(x), keras.activations.gelu(x)
+        fused, plain = ours(x), keras.activations.gelu(x)
     assert fused.dtype == dtype
     as_float = lambda t: tf.cast(t, tf.float32).numpy()  # noqa: E731
     np.testing.assert_allclose(as_float(fused), as_float(plain), rtol=rtol, atol=atol)
@@ -113,7 +114,7 @@ def test_encoder_round_trips_its_config():
     encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
     expected = dict(name="discriminator", hidden_size=64, num_layers=2, num_heads=2,
                     intermediate_size=128, dropout=0.1, initializer_range=0.02,
-                    layer_norm_epsilon=1e-12, activation="gelu")
+                    layer_norm_epsilon=1e-12, activation="electra_tf>gelu")
     clone = ElectraEncoder.from_config(encoder.get_config())
     for model in (encoder, clone):
         config = model.get_config()
@@ -123,14 +124,15 @@ def test_encoder_round_trips_its_config():
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
 
 
-def test_attention_projections_are_flat_matmuls_with_the_einsum_values_and_gradients():
+def test_attention_is_flat_matmuls_and_query_first_with_keras_values_and_gradients():
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
     inputs = encoder_inputs()
-    flat, einsum = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
-    flat(inputs)
-    einsum(inputs)
-    einsum.set_weights(flat.get_weights())
-    for layer in einsum.transformer_layers:  # back to Keras's own einsum projections
+    ours, theirs = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
+    ours(inputs)
+    theirs(inputs)
+    theirs.set_weights(ours.get_weights())
+    for layer in theirs.transformer_layers:  # back to Keras's own attention
+        layer._self_attention_layer.__class__ = keras.layers.MultiHeadAttention
         for projection in attention_projections(layer):
             projection.__class__ = keras.layers.EinsumDense
 
@@ -141,16 +143,21 @@ def test_attention_projections_are_flat_matmuls_with_the_einsum_values_and_gradi
                 loss = tf.reduce_sum(encoder(inputs, training=False)["sequence_output"] ** 2)
             return loss, tape.gradient(loss, encoder.trainable_variables)
 
-        graph = loss_and_gradients.get_concrete_function().graph
+        operations = loss_and_gradients.get_concrete_function().graph.get_operations()
         # A 3-D input times a 2-D kernel: the broadcasting matmul the flat projections avoid.
-        broadcast = [op for op in graph.get_operations() if op.type == "BatchMatMulV2"
+        broadcast = [op for op in operations if op.type == "BatchMatMulV2"
                      and any(t.shape.rank == 2 for t in op.inputs)]
-        return loss_and_gradients(), len(broadcast)
+        # Scores multiplied key first come out [batch, heads, key, query] and are swapped.
+        swapped = [op for op in operations if op.type == "Transpose"
+                   and (perm := tf.get_static_value(op.inputs[1])) is not None
+                   and list(perm) == [0, 1, 3, 2]]
+        return loss_and_gradients(), len(broadcast), len(swapped)
 
-    (loss, gradients), broadcast = traced(flat)
-    (einsum_loss, einsum_gradients), einsum_broadcast = traced(einsum)
-    assert broadcast == 0 and einsum_broadcast > 0
-    np.testing.assert_allclose(loss, einsum_loss, rtol=1e-5)
-    for ours, theirs in zip(gradients, einsum_gradients):
-        np.testing.assert_allclose(tf.convert_to_tensor(ours), tf.convert_to_tensor(theirs),
-                                   rtol=1e-4, atol=1e-5)
+    (loss, gradients), broadcast, swapped = traced(ours)
+    (keras_loss, keras_gradients), keras_broadcast, keras_swapped = traced(theirs)
+    assert broadcast == 0 and keras_broadcast > 0
+    assert swapped == 0 and keras_swapped > 0
+    np.testing.assert_allclose(loss, keras_loss, rtol=1e-5)
+    for mine, keras_gradient in zip(gradients, keras_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(mine),
+                                   tf.convert_to_tensor(keras_gradient), rtol=1e-4, atol=1e-5)

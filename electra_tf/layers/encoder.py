@@ -3,9 +3,10 @@
 import keras
 import keras_hub
 
-from electra_tf.layers import activations  # noqa: F401  (registers "electra_tf>fused_gelu")
+from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_einsum_dense import flatten_attention_projections
+from electra_tf.layers.query_first_attention import put_query_first
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -26,14 +27,15 @@ class ElectraEncoder(keras.Model):
     Args:
         embeddings: the `ElectraEmbeddings` block; pass the discriminator's to the
             generator so both use the same variables.
-        activation: the feed-forward activation, `"gelu"` (Keras's exact GELU) or
-            `"electra_tf>fused_gelu"` (the same function, faster to train on CPUs; see
-            `activations`). It holds no weights: checkpoints load under either.
+        activation: the feed-forward activation, `GELU` (the exact GELU in the official
+            code's form), `"electra_tf>fused_gelu"` (the same function, faster to train on
+            CPUs) or Keras's `"gelu"` (the same again; see `activations`). It holds no
+            weights: checkpoints load under any of them.
     """
 
     def __init__(self, embeddings, hidden_size, num_layers, num_heads, intermediate_size,
                  dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 activation="gelu", **kwargs):
+                 activation=GELU, **kwargs):
         super().__init__(**kwargs)
         if isinstance(embeddings, dict):
             embeddings = keras.saving.deserialize_keras_object(embeddings)
@@ -108,6 +110,7 @@ class ElectraEncoder(keras.Model):
         for layer in self.transformer_layers:
             layer.build(shape + (self.hidden_size,))
             flatten_attention_projections(layer)
+            put_query_first(layer)
         self.built = True
 
     def call(self, inputs, training=None):
