@@ -42,6 +42,7 @@ import tensorflow as tf
 from electra_tf import files
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError, first_line
+from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.text import vocab as vocab_lib
@@ -217,7 +218,7 @@ def special_ids(vocab_path: str, config: ElectraConfig) -> dict:
     return vocab_lib.special_token_ids(tokens)
 
 
-def build_encoder(config: ElectraConfig, dropout: float, activation: str = "gelu"):
+def build_encoder(config: ElectraConfig, dropout: float, activation: str = GELU):
     """A built discriminator encoder of `config` with `dropout` (random weights);
     `activation` as in `ElectraEncoder`."""
     encoder = ElectraEncoder.from_electra_config(config.replace(dropout=dropout),
@@ -228,7 +229,7 @@ def build_encoder(config: ElectraConfig, dropout: float, activation: str = "gelu
 
 
 def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float,
-                 activation: str = "gelu"):
+                 activation: str = GELU):
     """The discriminator encoder, restored from `pretrained` (None: random initialisation)."""
     encoder = build_encoder(config, dropout, activation)
     if pretrained is not None:

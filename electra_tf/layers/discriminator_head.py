@@ -2,6 +2,8 @@
 
 import keras
 
+from electra_tf.layers.activations import gelu
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class DiscriminatorHead(keras.layers.Layer):
@@ -18,7 +20,7 @@ class DiscriminatorHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.dense = keras.layers.Dense(
-            hidden_size, activation="gelu",  # exact (erf) GELU
+            hidden_size, activation=gelu,
             kernel_initializer=initializer, dtype=self.dtype_policy, name="dense")
         self.dense_prediction = keras.layers.Dense(
             1, kernel_initializer=initializer, dtype=self.dtype_policy,

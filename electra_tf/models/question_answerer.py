@@ -4,6 +4,7 @@ import keras
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
+from electra_tf.layers.activations import gelu
 from electra_tf.models.task import ElectraTask, encoder_inputs
 
 
@@ -59,9 +60,9 @@ class ElectraQuestionAnswerer(ElectraTask):
                     stddev=initializer_range))
 
         self.start_head = dense(1, "start_logits")
-        self.end_hidden = dense(512, "qa_hidden", "gelu") if joint_prediction else None
+        self.end_hidden = dense(512, "qa_hidden", gelu) if joint_prediction else None
         self.end_head = dense(1, "end_logits")
-        self.no_answer_hidden = dense(512, "no_answer_hidden", "gelu")
+        self.no_answer_hidden = dense(512, "no_answer_hidden", gelu)
         self.no_answer_head = dense(1, "no_answer_logit")
         super().__init__(**kwargs)
 

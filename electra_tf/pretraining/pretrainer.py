@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.masked_lm_head import tied_masked_lm_head
@@ -52,7 +53,7 @@ class ElectraPretrainer(keras.Model):
     >>> encoder = model.discriminator
     """
 
-    def __init__(self, config: ElectraConfig, activation="gelu", **kwargs):
+    def __init__(self, config: ElectraConfig, activation=GELU, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         self.objective = objectives.of(config)
@@ -281,5 +282,5 @@ class ElectraPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(ElectraConfig.from_dict(config["config"]),
-                   activation=config.get("activation", "gelu"), name=config.get("name"))
+                   activation=config.get("activation", GELU), name=config.get("name"))
 

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.errors import ConfigError, check_choice
+from electra_tf.layers.activations import GELU
 
 STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -41,7 +42,7 @@ class RuntimeOptions:
 
     @property
     def encoder_activation(self) -> str:
-        return "electra_tf>fused_gelu" if self.fused_gelu else "gelu"
+        return "electra_tf>fused_gelu" if self.fused_gelu else GELU
 
     def validated(self) -> "RuntimeOptions":
         check_choice("--strategy", self.strategy, STRATEGIES)
