@@ -1,5 +1,9 @@
 """Strategy selection and its errors, and what the runtime flags change in a model."""
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -22,6 +26,31 @@ def test_mirrored_without_accelerators_mirrors_the_cpu():
     chosen = create_strategy(RuntimeOptions(strategy="mirrored"))
     assert type(chosen) is tf.distribute.MirroredStrategy
     assert all("CPU" in device for device in chosen.extended.worker_devices)
+
+
+# Page faults per 64 MB multiplication, repeated: TensorFlow imported before electra_tf, as
+# users do.
+_FAULTS_PER_OPERATION = """
+import resource, tensorflow as tf, electra_tf
+x = tf.random.uniform([4096, 4096])
+for _ in range(4): y = x * 2.0
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10): y = x * 2.0
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) // 10)
+"""
+
+
+@pytest.mark.parametrize("setting, pooled", [(None, True), ("false", False)])
+def test_importing_electra_tf_pools_tensorflow_cpu_memory_unless_told_not_to(setting,
+                                                                           pooled):
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    if setting is not None:
+        environment["TF_CPU_ALLOCATOR_USE_BFC"] = setting
+    faults = int(subprocess.run([sys.executable, "-c", _FAULTS_PER_OPERATION],
+                                env=environment, capture_output=True, text=True,
+                                check=True).stdout)
+    # malloc returns each 64 MB result to the system: 16,384 fresh 4 KB pages every time.
+    assert (faults < 1000) if pooled else (faults > 8000)
 
 
 @pytest.mark.parametrize("options, message", [
