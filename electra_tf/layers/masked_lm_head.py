@@ -3,6 +3,8 @@
 import keras
 import keras_hub
 
+from electra_tf.layers.activations import gelu
+
 
 def tied_masked_lm_head(token_embedding, layer_norm_epsilon=1e-12, initializer_range=0.02,
                         name="mlm_predictions"):
@@ -14,7 +16,7 @@ def tied_masked_lm_head(token_embedding, layer_norm_epsilon=1e-12, initializer_r
     [batch, n, vocab].
     """
     return keras_hub.layers.MaskedLMHead(
-        token_embedding=token_embedding, intermediate_activation="gelu",
+        token_embedding=token_embedding, intermediate_activation=gelu,
         layer_norm_epsilon=layer_norm_epsilon,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
         name=name,
