@@ -9,6 +9,7 @@ from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_einsum_dense import attention_projections
+from electra_tf.layers.query_first_attention import self_attention
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -132,7 +133,7 @@ def test_attention_is_flat_matmuls_and_query_first_with_keras_values_and_gradien
     theirs(inputs)
     theirs.set_weights(ours.get_weights())
     for layer in theirs.transformer_layers:  # back to Keras's own attention
-        layer._self_attention_layer.__class__ = keras.layers.MultiHeadAttention
+        self_attention(layer).__class__ = keras.layers.MultiHeadAttention
         for projection in attention_projections(layer):
             projection.__class__ = keras.layers.EinsumDense
 

@@ -13,6 +13,8 @@ names and values (to float32 rounding).
 
 import keras
 
+from electra_tf.layers.query_first_attention import self_attention
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class FlatEinsumDense(keras.layers.EinsumDense):
@@ -58,6 +60,6 @@ def flatten_attention_projections(transformer_layer) -> None:
 
 def attention_projections(transformer_layer) -> tuple:
     """A built keras-hub `TransformerEncoder`'s query, key, value and output projections."""
-    attention = transformer_layer._self_attention_layer
+    attention = self_attention(transformer_layer)
     return (attention._query_dense, attention._key_dense, attention._value_dense,
             attention._output_dense)

@@ -42,4 +42,10 @@ def put_query_first(transformer_layer) -> None:
     `QueryFirstAttention`: the same object (projections, weights, names), another
     `_compute_attention`. keras-hub builds it as Keras's `MultiHeadAttention` with no way
     to choose the class."""
-    transformer_layer._self_attention_layer.__class__ = QueryFirstAttention
+    self_attention(transformer_layer).__class__ = QueryFirstAttention
+
+
+def self_attention(transformer_layer) -> keras.layers.MultiHeadAttention:
+    """A built keras-hub `TransformerEncoder`'s self-attention layer (a private attribute
+    of keras-hub's: this is its one home here)."""
+    return transformer_layer._self_attention_layer
