@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.layers.activations import fused_gelu, gelu
+from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -96,6 +97,40 @@ def test_our_gelus_match_keras_gelu_and_its_gradient(ours, dtype, rtol, atol):
     unit = as_float(tape.gradient(fused, x))
     np.testing.assert_allclose(unit[[0, 120, 140, 240]], [0.0, 0.5, 1.0833155, 1.0],
                                rtol=rtol, atol=max(atol, 1e-5))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(policy):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(3.0, 2.0, (3, 5, 16)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
+    ours, keras_norm = (cls(epsilon=1e-3, dtype=policy) for cls in
+                        (ClosedFormLayerNormalization, keras.layers.LayerNormalization))
+    for norm in (ours, keras_norm):
+        norm.build(x.shape)
+        norm.set_weights([rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)]
+                         if norm is ours else ours.get_weights())
+
+    def traced(norm):
+        # Batch and length unknown, as under `fit`.
+        @tf.function(input_signature=[tf.TensorSpec([None, None, 16])] * 2)
+        def outputs_and_gradients(x, upstream):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                outputs = tf.cast(norm(x), tf.float32)
+            return outputs, tape.gradient(outputs, [x, *norm.trainable_variables], upstream)
+
+        graph = outputs_and_gradients.get_concrete_function().graph
+        return outputs_and_gradients(x, upstream), len(graph.get_operations())
+
+    np.testing.assert_array_equal(ours(x), keras_norm(x))  # the same forward ops
+    (outputs, gradients), operations = traced(ours)
+    (keras_outputs, keras_gradients), keras_operations = traced(keras_norm)
+    # Grappler rewrites the two graphs' arithmetic differently: equal to rounding.
+    np.testing.assert_allclose(outputs, keras_outputs, rtol=1e-6, atol=1e-6)
+    assert operations < keras_operations / 2
+    for mine, theirs in zip(gradients, keras_gradients):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_encoder_with_fused_gelu_is_the_same_function_on_the_same_weights():

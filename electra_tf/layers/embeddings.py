@@ -3,6 +3,8 @@
 import keras
 import keras_hub
 
+from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraEmbeddings(keras.layers.Layer):
@@ -60,7 +62,7 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.segment_embedding = keras.layers.Embedding(
             type_vocab_size, embedding_size, embeddings_initializer=initializer,
             dtype=self.dtype_policy, name="token_type_embeddings")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = ClosedFormLayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 

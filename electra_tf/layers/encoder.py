@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from electra_tf.layers.activations import GELU
+from electra_tf.layers.closed_form_layer_normalization import use_closed_form_layer_norms
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_einsum_dense import flatten_attention_projections
 from electra_tf.layers.query_first_attention import put_query_first
@@ -111,6 +112,7 @@ class ElectraEncoder(keras.Model):
             layer.build(shape + (self.hidden_size,))
             flatten_attention_projections(layer)
             put_query_first(layer)
+            use_closed_form_layer_norms(layer)
         self.built = True
 
     def call(self, inputs, training=None):
