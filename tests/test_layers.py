@@ -9,7 +9,7 @@ from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNor
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.flat_einsum_dense import attention_projections
+from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.query_first_attention import self_attention
 
 
@@ -160,7 +160,7 @@ def test_encoder_round_trips_its_config():
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
 
 
-def test_attention_is_flat_matmuls_and_query_first_with_keras_values_and_gradients():
+def test_projections_are_flat_matmuls_and_attention_query_first_with_keras_values_and_gradients():
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
     inputs = encoder_inputs()
     ours, theirs = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
@@ -171,6 +171,8 @@ def test_attention_is_flat_matmuls_and_query_first_with_keras_values_and_gradien
         self_attention(layer).__class__ = keras.layers.MultiHeadAttention
         for projection in attention_projections(layer):
             projection.__class__ = keras.layers.EinsumDense
+        for dense in feedforward_layers(layer):
+            dense.__class__ = keras.layers.Dense
 
     def traced(encoder):
         @tf.function
@@ -187,11 +189,15 @@ def test_attention_is_flat_matmuls_and_query_first_with_keras_values_and_gradien
         swapped = [op for op in operations if op.type == "Transpose"
                    and (perm := tf.get_static_value(op.inputs[1])) is not None
                    and list(perm) == [0, 1, 3, 2]]
-        return loss_and_gradients(), len(broadcast), len(swapped)
+        # Keras's `Dense` on a 3-D input: `tf.tensordot`, ~20 shape ops per matmul.
+        tensordot = [op for op in operations if "Tensordot" in op.name]
+        return loss_and_gradients(), len(broadcast), len(swapped), len(tensordot)
 
-    (loss, gradients), broadcast, swapped = traced(ours)
-    (keras_loss, keras_gradients), keras_broadcast, keras_swapped = traced(theirs)
+    (loss, gradients), broadcast, swapped, tensordot = traced(ours)
+    (keras_loss, keras_gradients), keras_broadcast, keras_swapped, keras_tensordot = (
+        traced(theirs))
     assert broadcast == 0 and keras_broadcast > 0
+    assert tensordot == 0 and keras_tensordot > 0
     assert swapped == 0 and keras_swapped > 0
     np.testing.assert_allclose(loss, keras_loss, rtol=1e-5)
     for mine, keras_gradient in zip(gradients, keras_gradients):

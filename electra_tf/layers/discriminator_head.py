@@ -3,6 +3,7 @@
 import keras
 
 from electra_tf.layers.activations import gelu
+from electra_tf.layers.flat_dense import FlatDense
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -19,10 +20,10 @@ class DiscriminatorHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.dense = keras.layers.Dense(
+        self.dense = FlatDense(
             hidden_size, activation=gelu,
             kernel_initializer=initializer, dtype=self.dtype_policy, name="dense")
-        self.dense_prediction = keras.layers.Dense(
+        self.dense_prediction = FlatDense(
             1, kernel_initializer=initializer, dtype=self.dtype_policy,
             name="dense_prediction")
 

@@ -6,7 +6,8 @@ import keras_hub
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.closed_form_layer_normalization import use_closed_form_layer_norms
 from electra_tf.layers.embeddings import ElectraEmbeddings
-from electra_tf.layers.flat_einsum_dense import flatten_attention_projections
+from electra_tf.layers.flat_dense import FlatDense
+from electra_tf.layers.flat_einsum_dense import flatten_projections
 from electra_tf.layers.query_first_attention import put_query_first
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -52,7 +53,7 @@ class ElectraEncoder(keras.Model):
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.embeddings_project = None
         if embeddings.embedding_size != hidden_size:
-            self.embeddings_project = keras.layers.Dense(
+            self.embeddings_project = FlatDense(
                 hidden_size, kernel_initializer=initializer, dtype=self.dtype_policy,
                 name="embeddings_project")
         self.transformer_layers = [
@@ -110,7 +111,7 @@ class ElectraEncoder(keras.Model):
             self.embeddings_project.build(shape + (self.embeddings.embedding_size,))
         for layer in self.transformer_layers:
             layer.build(shape + (self.hidden_size,))
-            flatten_attention_projections(layer)
+            flatten_projections(layer)
             put_query_first(layer)
             use_closed_form_layer_norms(layer)
         self.built = True

@@ -7,12 +7,14 @@ einsums ("abc,cde->abde" for query, key and value, "abcd,cde->abe" for the outpu
 over the batch. `keras.ops.tensordot` flattens the input to [batch x seq, features]
 instead (as Keras's own `Dense` does through `matmul`), so forward and backward are single
 `MatMul`s: one projection's forward and backward at ELECTRA-Small's [32, 128, 256] x
-[256, 4, 64] took 31 ms as einsum and 15 ms flattened on a 2-core AVX2 EPYC. Same weights,
+[256, 4, 64] took 31 ms as einsum and 15 ms flattened on a 2-core AVX2 EPYC. The flat
+matmul is `FlatDense`'s (a 2-D `MatMul` and `BiasAdd`, which TensorFlow fuses). Same weights,
 names and values (to float32 rounding).
 """
 
 import keras
 
+from electra_tf.layers.flat_dense import FlatDense, flat_matmul
 from electra_tf.layers.query_first_attention import self_attention
 
 
@@ -24,14 +26,12 @@ class FlatEinsumDense(keras.layers.EinsumDense):
 
     def call(self, inputs, training=None):
         axes = contracted_axes(self.equation)
-        if not axes or self.lora_enabled or self.quantization_mode is not None:
+        if (not axes or self.lora_enabled or self.quantization_mode is not None
+                or (self.bias is not None
+                    and tuple(self.bias.shape) != tuple(self.kernel.shape[axes:]))):
             return super().call(inputs, training=training)
-        x = keras.ops.tensordot(inputs, self.kernel, axes=axes)
-        if self.bias is not None:
-            x = keras.ops.add(x, self.bias)
-        if self.activation is not None:
-            x = self.activation(x)
-        return x
+        x = flat_matmul(inputs, self.kernel, self.bias, contracted_axes=axes)
+        return x if self.activation is None else self.activation(x)
 
 
 def contracted_axes(equation: str) -> int:
@@ -46,16 +46,19 @@ def contracted_axes(equation: str) -> int:
     return 0
 
 
-def flatten_attention_projections(transformer_layer) -> None:
+def flatten_projections(transformer_layer) -> None:
     """Makes a built keras-hub `TransformerEncoder`'s attention projections
-    `FlatEinsumDense`: the same objects (weights, names, checkpoints), another `call`.
+    `FlatEinsumDense` and its feed-forward layers `FlatDense`: the same objects (weights,
+    names, checkpoints), another `call`.
 
-    The projections are created inside Keras's `MultiHeadAttention.build`, which offers no
-    way to choose their class; changing the class of the built objects keeps everything
-    else about them.
+    The projections are created inside Keras's `MultiHeadAttention.build` and the
+    feed-forward layers inside keras-hub's, which offer no way to choose their class;
+    changing the class of the built objects keeps everything else about them.
     """
     for projection in attention_projections(transformer_layer):
         projection.__class__ = FlatEinsumDense
+    for dense in feedforward_layers(transformer_layer):
+        dense.__class__ = FlatDense
 
 
 def attention_projections(transformer_layer) -> tuple:
@@ -63,3 +66,9 @@ def attention_projections(transformer_layer) -> tuple:
     attention = self_attention(transformer_layer)
     return (attention._query_dense, attention._key_dense, attention._value_dense,
             attention._output_dense)
+
+
+def feedforward_layers(transformer_layer) -> tuple:
+    """A built keras-hub `TransformerEncoder`'s intermediate and output `Dense` layers."""
+    return (transformer_layer._feedforward_intermediate_dense,
+            transformer_layer._feedforward_output_dense)

@@ -5,6 +5,7 @@ import keras
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
 from electra_tf.layers.activations import gelu
+from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.models.task import ElectraTask, encoder_inputs
 
 
@@ -54,7 +55,7 @@ class ElectraQuestionAnswerer(ElectraTask):
 
         def dense(units, name, activation=None):
             # Heads compute in float32 under mixed precision: their logits feed softmaxes.
-            return keras.layers.Dense(
+            return FlatDense(
                 units, activation=activation, name=name, dtype="float32",
                 kernel_initializer=keras.initializers.TruncatedNormal(
                     stddev=initializer_range))

@@ -11,6 +11,7 @@ import tensorflow as tf
 from electra_tf.config import preset_of_size
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.models import serving
 from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.preprocessor import ElectraPreprocessor
@@ -68,7 +69,7 @@ class ElectraTask(keras_hub.models.Task):
         self.label_names = None if label_names is None else [str(n) for n in label_names]
         self.dropout = keras.layers.Dropout(dropout)
         # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
-        self.head = keras.layers.Dense(
+        self.head = FlatDense(
             num_classes, name="task_head", dtype="float32",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
 

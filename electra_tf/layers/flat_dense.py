@@ -1,0 +1,39 @@
+"""`FlatDense`: Keras's `Dense` over [batch, seq, features] as one 2-D `MatMul` + `BiasAdd`.
+
+Written by hand because Keras's TensorFlow backend multiplies a 3-D input by a 2-D kernel
+with `tf.tensordot`, which, with the batch and sequence lengths unknown (as under `fit`),
+builds about twenty shape-computing graph ops around each matmul (and more for its
+gradient), and adds the bias as a separate broadcasting `AddV2`. Flattening the input to
+[batch x seq, features] takes a few reshapes, and a 2-D `MatMul` followed by `BiasAdd` is
+what TensorFlow's graph optimiser fuses into one oneDNN `_FusedMatMul`. Same weights, names
+and values (to float32 rounding).
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class FlatDense(keras.layers.Dense):
+    """A `Dense` whose inputs of rank 3 or more are flattened to one 2-D matmul; 2-D
+    inputs, LoRA and quantized kernels go through `Dense.call` unchanged."""
+
+    def call(self, inputs, training=None):
+        if len(inputs.shape) <= 2 or self.lora_enabled or self.quantization_mode is not None:
+            return super().call(inputs, training=training)
+        x = flat_matmul(inputs, self.kernel, self.bias, contracted_axes=1)
+        return x if self.activation is None else self.activation(x)
+
+
+def flat_matmul(inputs, kernel, bias, contracted_axes):
+    """`tensordot(inputs, kernel, contracted_axes) + bias` as a 2-D `MatMul` and `BiasAdd`
+    between reshapes; `bias` (or None) has the shape of the kernel's uncontracted axes."""
+    contracted = math.prod(kernel.shape[:contracted_axes])
+    produced = tuple(kernel.shape[contracted_axes:])
+    x = keras.ops.matmul(keras.ops.reshape(inputs, (-1, contracted)),
+                         keras.ops.reshape(kernel, (contracted, -1)))
+    if bias is not None:
+        x = tf.nn.bias_add(x, keras.ops.reshape(bias, (-1,)))
+    return tf.reshape(x, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))
