@@ -53,6 +53,38 @@ def test_importing_electra_tf_pools_tensorflow_cpu_memory_unless_told_not_to(set
     assert (faults < 1000) if pooled else (faults > 8000)
 
 
+_GRAPPLER_ROUNDS = """
+import numpy as np, tensorflow as tf
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.models.text_classifier import ElectraTextClassifier
+
+@tf.function
+def outside(x):
+    return tf.reduce_sum(tf.identity(x) * 2.0 + 1.0)
+
+outside(tf.ones([3]))
+encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
+ids = np.full((4, 8), 7, np.int32)
+inputs = {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
+ElectraTextClassifier(encoder, num_classes=2).fit(inputs, np.array([0, 1, 0, 1]),
+                                                  batch_size=4, verbose=0)
+"""
+
+
+def test_fit_optimizes_its_functions_in_one_grappler_round_others_keep_two():
+    environment = {**os.environ, "TF_CPP_VMODULE": "meta_optimizer=1",
+                   "TF_CPP_MIN_LOG_LEVEL": "0"}
+    log = subprocess.run([sys.executable, "-c", _GRAPPLER_ROUNDS], env=environment,
+                         capture_output=True, text=True, check=True).stderr
+    # Each round starts with the model pruner; count them per function Grappler optimises.
+    rounds = {}
+    for item in log.split("Starting optimization for grappler item: ")[1:]:
+        rounds[item.split()[0].rsplit("_", 1)[0]] = item.count("model_pruner:")
+    assert rounds["__inference_outside"] == 2
+    assert rounds["__inference_multi_step_on_iterator"] == 1
+
+
 @pytest.mark.parametrize("options, message", [
     (dict(strategy="gpu"), "--strategy gpu: TensorFlow sees no GPU on this machine; use "
                            "--strategy cpu"),

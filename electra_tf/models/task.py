@@ -17,6 +17,7 @@ from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
 from electra_tf.training import optimization
+from electra_tf.training.graph_optimization import one_optimization_round
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
 KERAS_BATCH_SIZE = 32
@@ -104,7 +105,8 @@ class ElectraTask(keras_hub.models.Task):
     def fit(self, x=None, y=None, batch_size=None, epochs=1, steps_per_epoch=None,
             shuffle=True, sample_weight=None, **kwargs):
         """Keras's `fit`; arrays (of strings too) are shuffled every epoch, as Keras does
-        (keras-hub's pipeline would feed them in order)."""
+        (keras-hub's pipeline would feed them in order); its functions are optimised in
+        `one_optimization_round`."""
         if getattr(self, "uses_official_recipe", False):
             steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
             self.compile_official_recipe(steps)
@@ -116,9 +118,10 @@ class ElectraTask(keras_hub.models.Task):
             y = sample_weight = batch_size = None
             shuffle = False  # done
         optimization.build_optimizer_before_fit(self)
-        return super().fit(x, y, batch_size=batch_size, epochs=epochs,
-                           steps_per_epoch=steps_per_epoch, shuffle=shuffle,
-                           sample_weight=sample_weight, **kwargs)
+        with one_optimization_round():
+            return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                               steps_per_epoch=steps_per_epoch, shuffle=shuffle,
+                               sample_weight=sample_weight, **kwargs)
 
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
         """One element per example of the arrays (or lists) `fit` was given."""

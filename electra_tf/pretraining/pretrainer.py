@@ -13,6 +13,7 @@ from electra_tf.pretraining.losses import mlm_loss
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
 from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
+from electra_tf.training.graph_optimization import one_optimization_round
 from electra_tf.training.optimization import build_optimizer_before_fit
 
 
@@ -131,11 +132,13 @@ class ElectraPretrainer(keras.Model):
 
     def fit(self, *args, **kwargs):
         """Keras's `fit`, after `build_all` and the optimizer's variables (built while the
-        first step is traced, they would make TensorFlow trace it twice)."""
+        first step is traced, they would make TensorFlow trace it twice), its functions
+        optimised in `one_optimization_round`."""
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
-        return super().fit(*args, **kwargs)
+        with one_optimization_round():
+            return super().fit(*args, **kwargs)
 
     def get_build_config(self):
         return {"build_all": True}  # `build_all` needs nothing but the config

@@ -1,0 +1,36 @@
+"""One round of TensorFlow's graph optimisation for the functions `fit` runs on a CPU.
+
+Written by hand because TensorFlow exposes no switch for it: `tf.config.optimizer` sets
+single passes but not how many rounds Grappler's meta-optimizer makes (two by default) nor
+its memory pass. Before ELECTRA-Small's first pretraining step could run, Grappler spent
+8.2 s on a 2-core AVX2 EPYC: its second round 2.4 s, to remove 232 of 10,100 nodes (mostly
+identities), and the memory pass 0.8 s, to change nothing (it swaps and recomputes for
+accelerators). Without them the first step came 3.2 s sooner (two fresh processes each) at
+the same steady speed. TensorFlow takes both settings from the configuration each function
+call carries, so they hold for the calls `fit` makes inside `one_optimization_round()` only.
+"""
+
+import contextlib
+
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
+
+
+@contextlib.contextmanager
+def one_optimization_round():
+    """Functions first called inside are optimised by one Grappler round, without its
+    memory pass when no accelerator is visible. Other settings are kept."""
+    eager = context.context()
+    previous = eager.function_call_options
+    config = config_pb2.ConfigProto.FromString(previous.config_proto_serialized)
+    rewrite = config.graph_options.rewrite_options
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    if not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")):
+        rewrite.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+    eager.function_call_options = context.FunctionCallOptions(
+        executor_type=previous.executor_type, config_proto=config)
+    try:
+        yield
+    finally:
+        eager.function_call_options = previous
