@@ -4,12 +4,11 @@ Written by hand because Keras's TensorFlow backend computes the attention projec
 einsums ("abc,cde->abde" for query, key and value, "abcd,cde->abe" for the output) as
 `tf.matmul` of a 3-D input with a 2-D kernel, which TensorFlow runs as a broadcasting
 `BatchMatMulV2`: its kernel gradient is one small matmul per example followed by a sum
-over the batch. `keras.ops.tensordot` flattens the input to [batch x seq, features]
-instead (as Keras's own `Dense` does through `matmul`), so forward and backward are single
-`MatMul`s: one projection's forward and backward at ELECTRA-Small's [32, 128, 256] x
-[256, 4, 64] took 31 ms as einsum and 15 ms flattened on a 2-core AVX2 EPYC. The flat
-matmul is `FlatDense`'s (a 2-D `MatMul` and `BiasAdd`, which TensorFlow fuses). Same weights,
-names and values (to float32 rounding).
+over the batch. Flattened to [batch x seq, features] (`flat_dense.flat_matmul`: a 2-D
+`MatMul` and `BiasAdd`, which TensorFlow fuses), forward and backward are single `MatMul`s:
+one projection's forward and backward at ELECTRA-Small's [32, 128, 256] x [256, 4, 64]
+took 31 ms as einsum and 15 ms flattened on a 2-core AVX2 EPYC. Same weights, names and
+values (to float32 rounding).
 """
 
 import keras
