@@ -28,10 +28,15 @@ def test_mirrored_without_accelerators_mirrors_the_cpu():
     assert all("CPU" in device for device in chosen.extended.worker_devices)
 
 
-# Page faults per 64 MB multiplication, repeated: TensorFlow imported before electra_tf, as
-# users do.
-_FAULTS_PER_OPERATION = """
+# Which allocator TensorFlow's CPU tensors come from, after importing TensorFlow before
+# electra_tf (as users do): the bytes a 12,000-byte tensor adds to the CPU's memory
+# statistics (the pooling allocator rounds every allocation up to 256 bytes; malloc's
+# statistics leave it out), then the page faults per 64 MB multiplication, repeated.
+_ALLOCATOR_PROBE = """
 import resource, tensorflow as tf, electra_tf
+before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+small = tf.fill([3000], 1.0)
+print(tf.config.experimental.get_memory_info("CPU:0")["current"] - before)
 x = tf.random.uniform([4096, 4096])
 for _ in range(4): y = x * 2.0
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -46,11 +51,15 @@ def test_importing_electra_tf_pools_tensorflow_cpu_memory_unless_told_not_to(set
     environment = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
     if setting is not None:
         environment["TF_CPU_ALLOCATOR_USE_BFC"] = setting
-    faults = int(subprocess.run([sys.executable, "-c", _FAULTS_PER_OPERATION],
-                                env=environment, capture_output=True, text=True,
-                                check=True).stdout)
-    # malloc returns each 64 MB result to the system: 16,384 fresh 4 KB pages every time.
-    assert (faults < 1000) if pooled else (faults > 8000)
+    in_use, faults = map(int, subprocess.run(
+        [sys.executable, "-c", _ALLOCATOR_PROBE], env=environment, capture_output=True,
+        text=True, check=True).stdout.split())
+    assert (in_use == 12032) == pooled
+    # Pooled memory is reused without faulting it in again. Under malloc each 64 MB result
+    # faulted 16,384 fresh pages on the AVX2 EPYCs' kernel and none on another (6.18), so
+    # that side's count is not asserted.
+    if pooled:
+        assert faults < 1000
 
 
 _GRAPPLER_ROUNDS = """
