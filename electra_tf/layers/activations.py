@@ -27,17 +27,25 @@ _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
+# Both kernels compute in float32 and round once at the end: left to itself, XLA's CPU
+# backend evaluates a bfloat16 GELU partly in bfloat16 (outputs up to 0.016 off) and with
+# slower conversions (4.0 against 1.9 ms forward over [32, 128, 1024] bfloat16 values on a
+# 2-core AVX-512 EPYC). erf rather than erfc, as in `gelu`: cheaper in XLA too.
+
+
 @tf.function(jit_compile=True)
 def _gelu(x):
-    return 0.5 * x * tf.math.erfc(-x * _SQRT_HALF)
+    wide = tf.cast(x, tf.float32)
+    return tf.cast(wide * (0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)), x.dtype)
 
 
 @tf.function(jit_compile=True)
 def _gelu_backward(x, upstream):
     # d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
-    cdf = 0.5 * tf.math.erfc(-x * _SQRT_HALF)
-    pdf = tf.exp(-0.5 * x * x) * _INV_SQRT_2PI
-    return upstream * (cdf + x * pdf)
+    wide = tf.cast(x, tf.float32)
+    cdf = 0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)
+    pdf = tf.exp(-0.5 * wide * wide) * _INV_SQRT_2PI
+    return tf.cast(tf.cast(upstream, tf.float32) * (cdf + wide * pdf), upstream.dtype)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
