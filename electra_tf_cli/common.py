@@ -138,8 +138,8 @@ def dataclass_overrides(cls, skip=()) -> dict:
 
 
 def define_runtime_flags() -> None:
-    """--strategy, --tpu, --mixed_precision, --jit_compile, --fused_gelu (see
-    `RuntimeOptions`)."""
+    """--strategy, --tpu, --mixed_precision, --jit_compile, --fused_gelu,
+    --fused_dropout (see `RuntimeOptions`)."""
     from absl import flags
 
     from electra_tf.training import runtime
@@ -156,6 +156,9 @@ def define_runtime_flags() -> None:
     flags.DEFINE_bool("fused_gelu", True, "Run the encoders' exact GELU as two small XLA "
                       "kernels (forward, backward): same values, faster on CPUs. "
                       "--nofused_gelu for TensorFlow's separate ops.")
+    flags.DEFINE_bool("fused_dropout", True, "Run every dropout as one small XLA kernel each "
+                      "way (XLA's vectorised random generator): the same distribution, "
+                      "faster on CPUs. --nofused_dropout for Keras's dropout.")
 
 
 def runtime_options():
@@ -167,4 +170,5 @@ def runtime_options():
         strategy=flags.FLAGS.strategy, tpu=flags.FLAGS.tpu,
         mixed_precision=flags.FLAGS.mixed_precision,
         jit_compile=flags.FLAGS.jit_compile,
-        fused_gelu=flags.FLAGS.fused_gelu).validated()
+        fused_gelu=flags.FLAGS.fused_gelu,
+        fused_dropout=flags.FLAGS.fused_dropout).validated()

@@ -10,6 +10,7 @@ from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
+from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.query_first_attention import self_attention
 
 
@@ -131,6 +132,31 @@ def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(
     assert operations < keras_operations / 2
     for mine, theirs in zip(gradients, keras_gradients):
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_dropout_drops_at_the_rate_scales_the_rest_and_its_gradient_follows(dtype):
+    rate = 0.3
+    layer = FusedDropout(rate, seed=7, dtype=dtype)
+    x = tf.cast(tf.random.stateless_uniform([64, 128, 128], [1, 2], 1.0, 2.0), dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        outputs = layer(x, training=True)
+    gradient = tf.cast(tape.gradient(outputs, x, tf.ones_like(x)), tf.float32)
+    outputs, wide = tf.cast(outputs, tf.float32), tf.cast(x, tf.float32)
+    kept = (outputs != 0).numpy()
+    # 1 M draws: the dropped share is within 5 standard deviations (0.0023) of the rate.
+    assert abs((1 - kept.mean()) - rate) < 0.0023
+    # Kept values scaled by 1 / (1 - rate) (to the dtype's rounding).
+    np.testing.assert_allclose(outputs.numpy()[kept], wide.numpy()[kept] / (1 - rate),
+                               rtol=1e-6 if dtype == "float32" else 4e-3)
+    np.testing.assert_array_equal(gradient.numpy() != 0, kept)
+    np.testing.assert_allclose(gradient.numpy()[kept], 1 / (1 - rate), rtol=1e-2)
+    # Each call draws anew; the same seed state draws the same mask; inference is identity.
+    assert not np.array_equal(kept, (tf.cast(layer(x, training=True), tf.float32) != 0))
+    again = FusedDropout(rate, seed=7, dtype=dtype)
+    np.testing.assert_array_equal(tf.cast(again(x, training=True), tf.float32) != 0, kept)
+    np.testing.assert_array_equal(layer(x, training=False), x)
 
 
 def test_encoder_with_fused_gelu_is_the_same_function_on_the_same_weights():

@@ -12,6 +12,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu
+from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.training.runtime import RuntimeOptions, create_strategy
 
 
@@ -124,3 +125,30 @@ def test_fused_gelu_is_the_default_and_nofused_gelu_builds_keras_gelu():
             {"input_word_ids": ids, "input_mask": np.ones_like(ids),
              "input_type_ids": np.zeros_like(ids)})["sequence_output"].numpy()
     np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-5, atol=1e-5)
+
+
+def test_training_runs_drop_out_with_fused_dropout_unless_told_not_to():
+    from electra_tf.runs.pretrain import build_model
+
+    cfg = ElectraConfig.preset("tiny", vocab_size=200, max_seq_length=16, batch_size=2)
+    ids = tf.constant(np.arange(16, dtype=np.int32)[None].repeat(2, 0) + 5)
+    batch = {"input_word_ids": ids, "input_mask": tf.ones_like(ids),
+             "input_type_ids": tf.zeros_like(ids)}
+    philox_draws = {}
+    for fused in (True, False):
+        model, _ = build_model(cfg, RuntimeOptions(fused_dropout=fused))
+        dropouts = [layer for layer in model._flatten_layers()
+                    if isinstance(layer, keras.layers.Dropout)]
+        # The shared embeddings' and, in each layer of both towers, the attention
+        # probabilities', the attention output's and the feed-forward output's.
+        assert len(dropouts) == 1 + 2 * cfg.num_layers * 3
+        assert all((type(layer) is FusedDropout) == fused for layer in dropouts)
+        graph = tf.function(model.train_step).get_concrete_function(batch).graph
+        philox_draws[fused] = sum(op.type == "StatelessRandomUniformV2"
+                                  for op in graph.get_operations())
+        model.make_train_function()
+        logs = model.train_function(iter([batch]))
+        assert np.isfinite(float(logs["loss"]))
+    # Keras's dropout draws with Philox once per call (the embeddings twice, once per tower);
+    # what is left when fused is the masking's draws.
+    assert philox_draws[False] - philox_draws[True] == 2 + 2 * cfg.num_layers * 3

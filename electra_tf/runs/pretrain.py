@@ -205,6 +205,7 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
     with runtime_lib.precision(runtime.mixed_precision):
         model = ElectraPretrainer(config, activation=runtime.encoder_activation)
         model.build_all()
+    runtime_lib.use_training_kernels(model, runtime)
     optimizer = create_pretraining_optimizer(config, model)
     # steps_per_execution stays 1: larger values crash under MirroredStrategy (keras#19246).
     model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),
