@@ -82,17 +82,20 @@ ElectraTextClassifier(encoder, num_classes=2).fit(inputs, np.array([0, 1, 0, 1])
 """
 
 
-def test_fit_optimizes_its_functions_in_one_grappler_round_others_keep_two():
+def test_fit_optimizes_its_functions_in_one_grappler_round_without_layout_others_keep_two():
     environment = {**os.environ, "TF_CPP_VMODULE": "meta_optimizer=1",
                    "TF_CPP_MIN_LOG_LEVEL": "0"}
     log = subprocess.run([sys.executable, "-c", _GRAPPLER_ROUNDS], env=environment,
                          capture_output=True, text=True, check=True).stderr
     # Each round starts with the model pruner; count them per function Grappler optimises.
-    rounds = {}
+    rounds, layouts = {}, {}
     for item in log.split("Starting optimization for grappler item: ")[1:]:
-        rounds[item.split()[0].rsplit("_", 1)[0]] = item.count("model_pruner:")
-    assert rounds["__inference_outside"] == 2
+        name = item.split()[0].rsplit("_", 1)[0]
+        rounds[name], layouts[name] = item.count("model_pruner:"), item.count("layout:")
+    assert rounds["__inference_outside"] == 2 and layouts["__inference_outside"] > 0
+    # No layout pass either: it only converts convolutions for GPUs.
     assert rounds["__inference_multi_step_on_iterator"] == 1
+    assert layouts["__inference_multi_step_on_iterator"] == 0
 
 
 @pytest.mark.parametrize("options, message", [
