@@ -51,9 +51,9 @@ def size_mb(path, pattern="**/*"):
     return sum(p.stat().st_size for p in pathlib.Path(path).glob(pattern) if p.is_file()) / 2**20
 
 
-def checkpoint_mb(directory):
-    """Size of the latest checkpoint in `directory` (its index and data files)."""
-    prefix = pathlib.Path(tf.train.latest_checkpoint(directory))
+def checkpoint_mb(prefix):
+    """Size of the checkpoint at `prefix` (its index and data files)."""
+    prefix = pathlib.Path(prefix)
     return round(size_mb(prefix.parent, prefix.name + ".*"), 1)
 
 
@@ -141,11 +141,12 @@ def main(argv):
     results = {"export_mb": round(size_mb(FLAGS.export), 1), "milliseconds": timings}
     if FLAGS.checkpoint:
         with open(os.path.join(FLAGS.checkpoint, "eval_results.json")) as f:
-            best = os.path.join(FLAGS.checkpoint, f"trial_{json.load(f)['best_trial']}", "best")
-        results["finetuned_checkpoint_mb"] = checkpoint_mb(best)
+            kept = json.load(f)
+        results["finetuned_checkpoint_mb"] = checkpoint_mb(
+            kept["trials"][kept["best_trial"]]["checkpoint"])
     if FLAGS.pretrained:
         results["pretraining_checkpoint_mb"] = checkpoint_mb(
-            os.path.join(FLAGS.pretrained, "checkpoints"))
+            tf.train.latest_checkpoint(os.path.join(FLAGS.pretrained, "checkpoints")))
     print(json.dumps(results, indent=2))
 
 
