@@ -157,6 +157,8 @@ def test_fused_dropout_drops_at_the_rate_scales_the_rest_and_its_gradient_follow
     again = FusedDropout(rate, seed=7, dtype=dtype)
     np.testing.assert_array_equal(tf.cast(again(x, training=True), tf.float32) != 0, kept)
     np.testing.assert_array_equal(layer(x, training=False), x)
+    # Dropping everything is Keras's (the threshold 2^32 has no uint32).
+    np.testing.assert_array_equal(FusedDropout(1.0, dtype=dtype)(x, training=True), 0 * x)
 
 
 def test_encoder_with_fused_gelu_is_the_same_function_on_the_same_weights():

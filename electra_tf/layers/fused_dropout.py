@@ -56,11 +56,11 @@ def fused_dropout(x, rate: float, seed):
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class FusedDropout(keras.layers.Dropout):
-    """A `Dropout` whose training-time call is `fused_dropout`; a `noise_shape` goes
-    through `Dropout.call` unchanged."""
+    """A `Dropout` whose training-time call is `fused_dropout`; a `noise_shape`, or a rate
+    of 0 or 1, goes through `Dropout.call` unchanged."""
 
     def call(self, inputs, training=False):
-        if not training or self.rate <= 0 or self.noise_shape is not None:
+        if not training or not 0 < self.rate < 1 or self.noise_shape is not None:
             return super().call(inputs, training=training)
         # Keras's seed state is int64; XLA's stateless generators take int32 seeds.
         seed = tf.cast(tf.math.floormod(self.seed_generator.next(), 2 ** 31 - 1), tf.int32)
