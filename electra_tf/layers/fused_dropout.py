@@ -67,12 +67,10 @@ class FusedDropout(keras.layers.Dropout):
         return fused_dropout(inputs, self.rate, seed)
 
 
-def use_fused_dropout(model) -> int:
+def use_fused_dropout(model) -> None:
     """Makes every Keras `Dropout` of a built `model` a `FusedDropout`: the same objects
     (rate, seed state), another training-time call. keras-hub and Keras create them inside
-    their layers' `build` with no way to choose the class. Returns how many it changed."""
-    dropouts = [layer for layer in model._flatten_layers(include_self=False)
-                if type(layer) is keras.layers.Dropout]
-    for layer in dropouts:
-        layer.__class__ = FusedDropout
-    return len(dropouts)
+    their layers' `build` with no way to choose the class."""
+    for layer in model._flatten_layers(include_self=False):
+        if type(layer) is keras.layers.Dropout:
+            layer.__class__ = FusedDropout
