@@ -188,7 +188,7 @@ def test_encoder_round_trips_its_config():
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
 
 
-def test_projections_are_flat_matmuls_and_attention_query_first_with_keras_values_and_gradients():
+def test_projections_are_flat_matmuls_and_attention_query_first_additive_with_keras_values_and_gradients():
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
     inputs = encoder_inputs()
     ours, theirs = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
@@ -219,11 +219,17 @@ def test_projections_are_flat_matmuls_and_attention_query_first_with_keras_value
                    and list(perm) == [0, 1, 3, 2]]
         # Keras's `Dense` on a 3-D input: `tf.tensordot`, ~20 shape ops per matmul.
         tensordot = [op for op in operations if "Tensordot" in op.name]
-        return loss_and_gradients(), len(broadcast), len(swapped), len(tensordot)
+        # Keras's masked softmax selects over the [batch, heads, query, key] scores, and
+        # again in the gradient; the additive mask selects only over [batch, 1, 1, key].
+        selects = [op for op in operations if op.type == "SelectV2"
+                   and op.outputs[0].shape.rank == 4 and op.outputs[0].shape[1] != 1]
+        return (loss_and_gradients(), len(broadcast), len(swapped), len(tensordot),
+                len(selects))
 
-    (loss, gradients), broadcast, swapped, tensordot = traced(ours)
-    (keras_loss, keras_gradients), keras_broadcast, keras_swapped, keras_tensordot = (
-        traced(theirs))
+    (loss, gradients), broadcast, swapped, tensordot, selects = traced(ours)
+    ((keras_loss, keras_gradients), keras_broadcast, keras_swapped, keras_tensordot,
+     keras_selects) = traced(theirs)
+    assert selects == 0 and keras_selects > 0
     assert broadcast == 0 and keras_broadcast > 0
     assert tensordot == 0 and keras_tensordot > 0
     assert swapped == 0 and keras_swapped > 0
