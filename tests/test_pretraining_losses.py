@@ -106,3 +106,25 @@ def test_sample_inverts_the_cdf_across_blocks_as_a_float64_inversion_does():
     expected = (cdf <= (draws * cdf[..., -1])[..., None]).sum(-1)
     assert (sampled == expected).mean() > 0.999
     assert np.all(weights[np.arange(2)[:, None], np.arange(400)[None], sampled] > 0)
+
+
+def test_sparse_cross_entropy_is_tensorflows_in_value_and_gradient_in_both_precisions():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 4, (2, 5, 1000)).astype(np.float32)
+    labels = tf.constant(rng.integers(0, 1000, (2, 5)), tf.int32)
+    upstream = tf.constant(rng.uniform(0, 1, (2, 5)), tf.float32)
+    for dtype, tolerance in ((tf.float32, 1e-6), (tf.bfloat16, 1e-2)):
+        values = tf.Variable(tf.cast(logits, dtype))
+        results = []
+        for cross_entropy in (losses.sparse_cross_entropy, lambda labels, logits: (
+                tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=labels, logits=tf.cast(logits, tf.float32)))):
+            with tf.GradientTape() as tape:
+                per_slot = cross_entropy(labels, values)
+                loss = tf.reduce_sum(per_slot * upstream)
+            gradient = tape.gradient(loss, values)
+            assert per_slot.dtype == tf.float32 and gradient.dtype == dtype
+            results.append((per_slot.numpy(), tf.cast(gradient, tf.float32).numpy()))
+        (ours, our_gradient), (theirs, their_gradient) = results
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(our_gradient, their_gradient, atol=tolerance)
