@@ -237,3 +237,38 @@ def test_projections_are_flat_matmuls_and_attention_query_first_additive_with_ke
     for mine, keras_gradient in zip(gradients, keras_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(mine),
                                    tf.convert_to_tensor(keras_gradient), rtol=1e-4, atol=1e-5)
+
+
+def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
+    """What TF Serving runs: the encoder's graph, weights frozen, in a TF1 session (Grappler
+    included). The GELU applied to the flat product lets oneDNN's fused matmul compute it:
+    no `Erf` runs; applied after the reshape back to 3-D, one `Erf` per layer ran."""
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
+    inputs = encoder_inputs()
+    encoder(inputs)
+    rng = np.random.default_rng(0)  # nonzero biases: a zero bias is folded away
+    encoder.set_weights([w + rng.normal(0, 0.02, w.shape).astype(w.dtype)
+                         for w in encoder.get_weights()])
+    expected = encoder(inputs)["sequence_output"].numpy()
+    spec = tf.TensorSpec([None, None], tf.int32)
+    frozen = convert_variables_to_constants_v2(tf.function(
+        lambda ids, mask, types: encoder({"input_word_ids": ids, "input_mask": mask,
+                                          "input_type_ids": types})["sequence_output"]
+    ).get_concrete_function(spec, spec, spec))
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
+    feeds = dict(zip((t.name for t in frozen.inputs), inputs.values()))
+    metadata = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session(graph=graph) as session:
+        outputs = session.run(frozen.outputs[0].name, feeds, run_metadata=metadata,
+                              options=tf.compat.v1.RunOptions(
+                                  trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+    executed = {node.timeline_label.split(" = ")[1].split("(")[0]
+                for device in metadata.step_stats.dev_stats for node in device.node_stats
+                if " = " in node.timeline_label}
+    assert "Erf" not in executed and any("FusedMatMul" in kind for kind in executed)
+    np.testing.assert_allclose(outputs, expected, atol=1e-5)

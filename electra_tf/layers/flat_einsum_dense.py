@@ -29,8 +29,8 @@ class FlatEinsumDense(keras.layers.EinsumDense):
                 or (self.bias is not None
                     and tuple(self.bias.shape) != tuple(self.kernel.shape[axes:]))):
             return super().call(inputs, training=training)
-        x = flat_matmul(inputs, self.kernel, self.bias, contracted_axes=axes)
-        return x if self.activation is None else self.activation(x)
+        return flat_matmul(inputs, self.kernel, self.bias, contracted_axes=axes,
+                           activation=self.activation)
 
 
 def contracted_axes(equation: str) -> int:
