@@ -16,7 +16,8 @@ import tensorflow as tf
 def _cross_entropy_forward(logits, labels):
     wide = tf.cast(logits, tf.float32)
     log_normalizer = tf.reduce_logsumexp(wide, -1)
-    return log_normalizer - tf.gather(wide, labels, batch_dims=labels.shape.rank), log_normalizer
+    label_logits = tf.gather(wide, labels, batch_dims=labels.shape.rank)
+    return log_normalizer - label_logits, log_normalizer
 
 
 @tf.function(jit_compile=True)
@@ -77,9 +78,8 @@ def copy_mlm_loss(logits, copy_logits, input_ids, labels, weights):
     logits: [batch, seq, vocab]; copy_logits: [batch, seq]; input_ids (what the model
     read), labels (the original ids): int [batch, seq]; weights: [batch, seq].
     """
-    logits = tf.cast(logits, tf.float32)
     copy_logits = tf.cast(copy_logits, tf.float32)
-    softmax_log_prob = -sparse_cross_entropy(labels, logits)
+    softmax_log_prob = -sparse_cross_entropy(labels, logits)  # in float32 whatever the dtype
     generate = tf.math.log_sigmoid(-copy_logits) + softmax_log_prob  # log((1-D) p_softmax)
     copy = tf.math.log_sigmoid(copy_logits)  # log D
     log_prob = tf.where(tf.equal(labels, input_ids), tf.math.reduce_logsumexp(
