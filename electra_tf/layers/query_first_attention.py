@@ -21,6 +21,8 @@ weights.
 """
 
 import keras
+# Keras's masked softmax's fill value (private, as the attention internals used here are).
+from keras.src.layers.activations.softmax import _large_negative_number
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -50,14 +52,13 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
 
 def _mask_bias(attention_mask, dtype):
     """0 where `attention_mask` ([batch, query or 1, key], True or > 0.5 to attend) lets
-    a query attend, Keras's "large negative number" elsewhere; [batch, 1, query or 1,
-    key] of `dtype`. float16 cannot hold -1e9, hence Keras's -3e4 for it."""
+    a query attend, the number Keras's masked softmax puts there elsewhere (-1e9; -3e4 in
+    float16); [batch, 1, query or 1, key] of `dtype`."""
     if attention_mask.dtype != "bool":
         attention_mask = keras.ops.greater(attention_mask, 0.5)
-    negative = -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
     return keras.ops.expand_dims(
         keras.ops.where(attention_mask, keras.ops.zeros([], dtype),
-                        keras.ops.full([], negative, dtype)), 1)
+                        keras.ops.full([], _large_negative_number(dtype), dtype)), 1)
 
 
 def put_query_first(transformer_layer) -> None:
