@@ -188,7 +188,7 @@ def test_encoder_round_trips_its_config():
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
 
 
-def test_projections_are_flat_matmuls_and_attention_query_first_additive_with_keras_values_and_gradients():
+def test_flat_projections_and_query_first_additive_attention_match_keras_values_and_gradients():
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
     inputs = encoder_inputs()
     ours, theirs = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))

@@ -45,8 +45,9 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None):
     if bias is not None:
         bias = tf.convert_to_tensor(bias)
         x = tf.nn.bias_add(x, bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,)))
-    if activation is not None and len(produced) == 1:  # its last axis is the output's
-        x = activation(x)
-        activation = None
-    x = tf.reshape(x, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))
-    return x if activation is None else activation(x)
+    output_shape = tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0)
+    if activation is None:
+        return tf.reshape(x, output_shape)
+    if len(produced) == 1:  # the 2-D product's last axis is the output's
+        return tf.reshape(activation(x), output_shape)
+    return activation(tf.reshape(x, output_shape))
