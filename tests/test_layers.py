@@ -10,6 +10,7 @@ from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
+from electra_tf.layers import layer_stack
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.query_first_attention import self_attention
 
@@ -237,6 +238,56 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
     for mine, keras_gradient in zip(gradients, keras_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(mine),
                                    tf.convert_to_tensor(keras_gradient), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy, monkeypatch):
+    cfg = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3)
+    inputs = encoder_inputs()
+    encoder = ElectraEncoder.from_electra_config(cfg, dtype=policy)
+    encoder(inputs)
+    seeds = [v.numpy() for v in encoder.non_trainable_variables]  # dropout seed states
+    weights = tf.constant(np.random.default_rng(1).normal(size=(2, 12, 64)), tf.float32)
+    layer_class = type(encoder.transformer_layers[0])
+    traced_calls = []
+    monkeypatch.setattr(layer_class, "call", lambda self, *args, _call=layer_class.call,
+                        **kwargs: traced_calls.append(self) or _call(self, *args, **kwargs))
+
+    def training_step():
+        for variable, value in zip(encoder.non_trainable_variables, seeds):
+            variable.assign(value)
+        traced_calls.clear()
+
+        @tf.function
+        def loss_and_gradients():
+            with tf.GradientTape() as tape:
+                outputs = encoder(inputs, training=True)["encoder_outputs"]
+                loss = sum(tf.reduce_sum(tf.cast(x, tf.float32) * weights) for x in outputs)
+            return loss, tape.gradient(loss, encoder.trainable_variables)
+
+        loss, gradients = loss_and_gradients()
+        return (loss, gradients, len(traced_calls),
+                [v.numpy() for v in encoder.non_trainable_variables])
+
+    loss, gradients, calls, advanced_seeds = training_step()
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # layer by layer
+    plain_loss, plain_gradients, plain_calls, plain_advanced_seeds = training_step()
+    assert (calls, plain_calls) == (1, cfg.num_layers)
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-6)  # the same dropout masks too
+    # Equal to rounding, the gradients' sums adding up in another order: in float32 each
+    # to its own scale; in bfloat16 (units of up to 2^-7) to the scale of the largest,
+    # which is that of the rounding in the backward pass.
+    plain_gradients = [tf.convert_to_tensor(g).numpy() for g in plain_gradients]
+    largest = max(np.abs(g).max() for g in plain_gradients)
+    for mine, plain in zip(gradients, plain_gradients):
+        if policy == "float32":
+            rtol, atol = 1e-5, 1e-5 * np.abs(plain).max()
+        else:
+            rtol, atol = 2.0 ** -7, 2.0 ** -7 * largest
+        np.testing.assert_allclose(tf.convert_to_tensor(mine), plain, rtol=rtol, atol=atol)
+    for mine, plain, before in zip(advanced_seeds, plain_advanced_seeds, seeds):
+        np.testing.assert_array_equal(mine, plain)
+        assert not np.array_equal(mine, before)
 
 
 def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
+from electra_tf.layers import layer_stack
 from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.training.runtime import RuntimeOptions, create_strategy
@@ -130,8 +131,12 @@ def test_fused_gelu_is_the_default_and_nofused_gelu_builds_keras_gelu():
     np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-5, atol=1e-5)
 
 
-def test_training_runs_drop_out_with_fused_dropout_unless_told_not_to():
+def test_training_runs_drop_out_with_fused_dropout_unless_told_not_to(monkeypatch):
     from electra_tf.runs.pretrain import build_model
+
+    # Each transformer layer traced in the step's own graph, where the draws are counted
+    # (a training step otherwise traces one layer per tower, in a function of its own).
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)
 
     cfg = ElectraConfig.preset("tiny", vocab_size=200, max_seq_length=16, batch_size=2)
     ids = tf.constant(np.arange(16, dtype=np.int32)[None].repeat(2, 0) + 5)

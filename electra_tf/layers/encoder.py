@@ -8,6 +8,7 @@ from electra_tf.layers.closed_form_layer_normalization import use_closed_form_la
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.flat_einsum_dense import flatten_projections
+from electra_tf.layers.layer_stack import apply_layer_stack
 from electra_tf.layers.query_first_attention import put_query_first
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -121,11 +122,10 @@ class ElectraEncoder(keras.Model):
                             training=training)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
-        padding_mask = keras.ops.cast(inputs["input_mask"], "bool")
-        encoder_outputs = []
-        for layer in self.transformer_layers:
-            x = layer(x, padding_mask=padding_mask, training=training)
-            encoder_outputs.append(x)
+        encoder_outputs = apply_layer_stack(
+            self.transformer_layers, x, training=training,
+            padding_mask=keras.ops.cast(inputs["input_mask"], "bool"))
+        x = encoder_outputs[-1] if encoder_outputs else x
         return {
             "sequence_output": x,
             "pooled_output": x[:, 0, :],
