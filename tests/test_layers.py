@@ -246,7 +246,8 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
     inputs = encoder_inputs()
     encoder = ElectraEncoder.from_electra_config(cfg, dtype=policy)
     encoder(inputs)
-    seeds = [v.numpy() for v in encoder.non_trainable_variables]  # dropout seed states
+    seed_variables = encoder.non_trainable_variables  # the dropouts' seed states
+    seeds = [v.numpy() for v in seed_variables]
     weights = tf.constant(np.random.default_rng(1).normal(size=(2, 12, 64)), tf.float32)
     layer_class = type(encoder.transformer_layers[0])
     traced_calls = []
@@ -254,7 +255,7 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
                         **kwargs: traced_calls.append(self) or _call(self, *args, **kwargs))
 
     def training_step():
-        for variable, value in zip(encoder.non_trainable_variables, seeds):
+        for variable, value in zip(seed_variables, seeds):
             variable.assign(value)
         traced_calls.clear()
 
@@ -266,10 +267,12 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
             return loss, tape.gradient(loss, encoder.trainable_variables)
 
         loss, gradients = loss_and_gradients()
-        return (loss, gradients, len(traced_calls),
-                [v.numpy() for v in encoder.non_trainable_variables])
+        return loss, gradients, len(traced_calls), [v.numpy() for v in seed_variables]
 
     loss, gradients, calls, advanced_seeds = training_step()
+    encoder.transformer_layers[0].trainable = False  # layers no longer alike: one by one
+    assert training_step()[2] == cfg.num_layers
+    encoder.transformer_layers[0].trainable = True
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # layer by layer
     plain_loss, plain_gradients, plain_calls, plain_advanced_seeds = training_step()
     assert (calls, plain_calls) == (1, cfg.num_layers)
