@@ -4,13 +4,13 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.layers import layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
-from electra_tf.layers import layer_stack
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.query_first_attention import self_attention
 

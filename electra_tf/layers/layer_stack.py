@@ -54,10 +54,9 @@ def _all_alike(layers) -> bool:
     """Whether every layer could stand in for the first: same class, configuration and
     variable shapes (trainable and not)."""
     def signature(layer):
-        config = dict(layer.get_config(), name=None)
-        return (type(layer), repr(config),
-                [tuple(v.shape) for v in layer.trainable_variables],
-                [tuple(v.shape) for v in layer.non_trainable_variables])
+        return (type(layer), repr(dict(layer.get_config(), name=None)),
+                tuple(tuple(v.shape) for v in layer.trainable_variables),
+                tuple(tuple(v.shape) for v in layer.non_trainable_variables))
 
     return len(layers) > 1 and all(layer.built for layer in layers) and len(
-        {repr(signature(layer)) for layer in layers}) == 1
+        {signature(layer) for layer in layers}) == 1
