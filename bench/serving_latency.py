@@ -8,7 +8,8 @@ against the same weights in Hugging Face torch and ONNX Runtime.
 Loads the version with the TF1 session loader (what tensorflow_model_server's C++ loader
 mirrors), then times `serving_default` on raw strings (after one untimed request of
 each shape): single requests (batch 1) and batches of `--batch_size`, of a short text (~20 tokens) and
-a long one (cut at 128 tokens), median over `--repeats` runs. With `--huggingface`, the
+a long one (cut at 128 tokens), median over `--repeats` runs, in `--rounds` rounds that
+time every side in turn (the median of the rounds is reported). With `--huggingface`, the
 same requests (text in, probabilities out, the tokenizer included) through
 `ElectraForSequenceClassification` in torch (inference mode, padding to the batch's
 longest) and through ONNX Runtime on that model exported by `torch.onnx` (once, into a
@@ -37,7 +38,9 @@ flags.DEFINE_string("export", None, "An exported version directory (<base>/<N>).
 flags.DEFINE_string("checkpoint", None, "Optional: the fine-tuning run, for its size.")
 flags.DEFINE_string("pretrained", None, "Optional: the pretraining run, for its size.")
 flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
-flags.DEFINE_integer("repeats", 30, "Timed runs per measurement (the median is reported).")
+flags.DEFINE_integer("repeats", 30, "Timed runs per measurement and round.")
+flags.DEFINE_integer("rounds", 3, "Rounds over all sides in turn; the median of the rounds' "
+                     "medians is reported.")
 flags.DEFINE_string("huggingface", None, "Optional: the same model converted to Hugging "
                     "Face (`electra-convert --to huggingface`), to time torch and ONNX "
                     "Runtime beside it.")
@@ -125,20 +128,25 @@ def time_requests(request):
 
 def main(argv):
     del argv
-    timings = {}
     print("TF_CPU_ALLOCATOR_USE_BFC=" + os.environ["TF_CPU_ALLOCATOR_USE_BFC"])
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], FLAGS.export)
-        timings["electra_tf (TF1 session, SavedModel)"] = time_requests(
-            tf_serving_requests(session, meta.signature_def["serving_default"]))
-    if FLAGS.huggingface:
-        for name, request in torch_requests(FLAGS.huggingface).items():
-            timings[name] = time_requests(request)
+        sides = {"electra_tf (TF1 session, SavedModel)": tf_serving_requests(
+            session, meta.signature_def["serving_default"])}
+        if FLAGS.huggingface:
+            sides.update(torch_requests(FLAGS.huggingface))
+        # Rounds over all sides in turn, so that a machine slowing down for a while (as
+        # shared ones do) slows every side alike instead of whichever ran then.
+        rounds = [{name: time_requests(request) for name, request in sides.items()}
+                  for _ in range(FLAGS.rounds)]
+    timings = {name: {column: statistics.median(r[name][column] for r in rounds)
+                      for column in rounds[0][name]} for name in sides}
     columns = list(next(iter(timings.values())))
     print(f"{'':<40}" + "".join(f"{c:>22}" for c in columns))
     for name, row in timings.items():
         print(f"{name:<40}" + "".join(f"{row[c]:>22.1f}" for c in columns))
-    results = {"export_mb": round(size_mb(FLAGS.export), 1), "milliseconds": timings}
+    results = {"export_mb": round(size_mb(FLAGS.export), 1), "milliseconds": timings,
+               "milliseconds_per_round": rounds}
     if FLAGS.checkpoint:
         with open(os.path.join(FLAGS.checkpoint, "eval_results.json")) as f:
             kept = json.load(f)
