@@ -10,11 +10,11 @@ generator and discriminator, the generator's vocabulary projection at every posi
 (masked-only generator head, shared embeddings, fused AdamW, clipping). Ours and torch run
 in each of `--precisions` (bf16: torch's CPU autocast).
 
-Reported per batch size: median tokens/s over `--steps` steps after `--warmup` steps, the
-speed as a ratio of the keras-hub baseline's, and model-FLOPs utilisation: the step's
-training FLOPs (`electra_tf.pretraining.flops`, counted like the official
-flops_computation.py) per second over this machine's matmul peak, measured here in the same
-run for fp32 and bf16. Then the peak resident memory of each side training at the largest
+Reported per batch size: median tokens/s over `--rounds` rounds of `--steps` steps of every
+side in turn (after `--warmup` steps each), the speed as a ratio of the keras-hub
+baseline's, and model-FLOPs utilisation: the step's training FLOPs
+(`electra_tf.pretraining.flops`, counted like the official flops_computation.py) per second
+over this machine's matmul peak, measured here in the same run for fp32 and bf16. Then the peak resident memory of each side training at the largest
 batch, each in a fresh process.
 """
 
@@ -46,10 +46,16 @@ flags.DEFINE_enum("memory_only", None, ["keras_hub", "electra_tf", "torch"], "In
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps first (tracing, allocation).")
-flags.DEFINE_integer("steps", 10, "Timed steps (the median is reported).")
+flags.DEFINE_integer("steps", 4, "Timed steps per side and round.")
+flags.DEFINE_integer("rounds", 3, "Rounds over all sides in turn; the median of all their "
+                     "timed steps is reported.")
 
 
 def time_steps(step, batch, warmup, steps):
+    return statistics.median(step_durations(step, batch, warmup, steps))
+
+
+def step_durations(step, batch, warmup, steps):
     for _ in range(warmup):
         step(batch)
     durations = []
@@ -57,7 +63,7 @@ def time_steps(step, batch, warmup, steps):
         start = time.perf_counter()
         step(batch)
         durations.append(time.perf_counter() - start)
-    return statistics.median(durations)
+    return durations
 
 
 def ours(cfg, mixed_precision="none"):
@@ -215,8 +221,16 @@ def main(argv):
         speeds = {}
         print(f"\n{FLAGS.preset} {batch_size}x{FLAGS.seq_length} "
               f"({step_flops / 1e9:.0f} GFLOP per step)")
+        steps = {run: SIDES[run[0]](cfg, run[1]) for run in runs}
+        durations = {run: step_durations(step, batch, FLAGS.warmup, 0)
+                     for run, step in steps.items()}
+        # Every side in turn, round after round, so that a machine slowing down for a while
+        # (as shared ones do) slows every side alike instead of whichever ran then.
+        for _ in range(FLAGS.rounds):
+            for run, step in steps.items():
+                durations[run] += step_durations(step, batch, 0, FLAGS.steps)
         for side, precision in runs:
-            seconds = time_steps(SIDES[side](cfg, precision), batch, FLAGS.warmup, FLAGS.steps)
+            seconds = statistics.median(durations[side, precision])
             speeds[side, precision] = tokens / seconds
             utilisation = step_flops / seconds / peaks[precision]
             ratio = speeds[side, precision] / speeds["keras_hub", "none"]
