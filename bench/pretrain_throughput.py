@@ -14,8 +14,9 @@ Reported per batch size: median tokens/s over `--rounds` rounds of `--steps` ste
 side in turn (after `--warmup` steps each), the speed as a ratio of the keras-hub
 baseline's, and model-FLOPs utilisation: the step's training FLOPs
 (`electra_tf.pretraining.flops`, counted like the official flops_computation.py) per second
-over this machine's matmul peak, measured here in the same run for fp32 and bf16. Then the peak resident memory of each side training at the largest
-batch, each in a fresh process.
+over this machine's matmul peak, measured here in the same run for fp32 and bf16. Then
+the peak resident memory of each side training at the largest batch, each in a fresh
+process.
 """
 
 import importlib
