@@ -10,11 +10,10 @@ mirrors), then times `serving_default` on raw strings (after one untimed request
 each shape): single requests (batch 1) and batches of `--batch_size`, of a short text (~20
 tokens) and a long one (cut at 128 tokens), median over `--repeats` runs, in `--rounds`
 rounds that time every side in turn (the median of the rounds is reported). With
-`--huggingface`, the
-same requests (text in, probabilities out, the tokenizer included) through
-`ElectraForSequenceClassification` in torch (inference mode, padding to the batch's
-longest) and through ONNX Runtime on that model exported by `torch.onnx` (once, into a
-temporary directory). Also prints the SavedModel's size beside the fine-tuning and
+`--huggingface`, the same requests (text in, probabilities out, the tokenizer included)
+through `ElectraForSequenceClassification` in torch (inference mode, padding to the
+batch's longest) and through ONNX Runtime on that model exported by `torch.onnx` (once,
+into a temporary directory). Also prints the SavedModel's size beside the fine-tuning and
 pretraining checkpoints'.
 
 TensorFlow runs with its pooling CPU allocator, as the README tells TF Serving operators to
