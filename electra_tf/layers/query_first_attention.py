@@ -58,7 +58,8 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
             tf.matmul(weights, swap_positions_and_heads(value))), scores
 
 
-# Unsigned, so that GPUs have the transpose kernel too (TensorFlow keeps int32 on the host).
+# Unsigned: TensorFlow treats int32 as its host-side shape type (several GPU kernels keep
+# int32 in host memory); uint32 and uint16 have plain transpose kernels on CPUs and GPUs.
 _SAME_WIDTH_INTEGERS = {"float32": tf.uint32, "bfloat16": tf.uint16, "float16": tf.uint16}
 
 
