@@ -14,6 +14,8 @@ import math
 import keras
 import tensorflow as tf
 
+from electra_tf.layers.integer_transpose import transpose_as_integers
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class FlatDense(keras.layers.Dense):
@@ -41,7 +43,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None):
     kernel = tf.convert_to_tensor(kernel)
     if kernel.shape.rank != 2:
         kernel = tf.reshape(kernel, (contracted, math.prod(produced)))
-    x = tf.matmul(tf.reshape(inputs, (-1, contracted)), kernel)
+    x = matmul(tf.reshape(inputs, (-1, contracted)), kernel)
     if bias is not None:
         bias = tf.convert_to_tensor(bias)
         x = tf.nn.bias_add(x, bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,)))
@@ -51,3 +53,29 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None):
     if len(produced) == 1:  # the 2-D product's last axis is the output's
         return tf.reshape(activation(x), output_shape)
     return activation(tf.reshape(x, output_shape))
+
+
+def matmul(x, kernel):
+    """`tf.matmul(x, kernel)` of 2-D tensors; when the kernel is float32 and at least as
+    wide as it is tall, its input gradient multiplies by a transposed copy of the kernel.
+
+    Why: TensorFlow's gradient multiplies by the kernel read transposed (`transpose_b`),
+    and oneDNN's float32 matmul runs that form slowly for such kernels: ELECTRA-Small's
+    feed-forward input gradient, [4096, 1024] x [256, 1024]^T, took 14.4 ms against 11.5
+    with the kernel transposed first, its attention projections' 3.3-3.8 against 3.0-3.3
+    (2-core AVX-512 EPYC); narrower kernels and bfloat16 ones ran as fast or faster as
+    they are. The copy is transposed as integers, which Grappler does not fold back into
+    the matmul. A float32 pretraining step of ELECTRA-Small: 2.7-3.5% shorter.
+    """
+    if kernel.dtype != tf.float32 or kernel.shape[1] < kernel.shape[0]:
+        return tf.matmul(x, kernel)
+    return _matmul_with_transposed_kernel_gradient(x, kernel)
+
+
+@tf.custom_gradient
+def _matmul_with_transposed_kernel_gradient(x, kernel):
+    def gradient(upstream):
+        return (tf.matmul(upstream, transpose_as_integers(kernel, [1, 0])),
+                tf.matmul(x, upstream, transpose_a=True))
+
+    return tf.matmul(x, kernel), gradient

@@ -28,6 +28,8 @@ import tensorflow as tf
 # Keras's masked softmax's fill value (private, as the attention internals used here are).
 from keras.src.layers.activations.softmax import _large_negative_number
 
+from electra_tf.layers.integer_transpose import transpose_as_integers
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class QueryFirstAttention(keras.layers.MultiHeadAttention):
@@ -58,29 +60,14 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
             tf.matmul(weights, swap_positions_and_heads(value))), scores
 
 
-# Unsigned: TensorFlow treats int32 as its host-side shape type (several GPU kernels keep
-# int32 in host memory); uint32 and uint16 have plain transpose kernels on CPUs and GPUs.
-_SAME_WIDTH_INTEGERS = {"float32": tf.uint32, "bfloat16": tf.uint16, "float16": tf.uint16}
-
-
 @tf.custom_gradient
 def swap_positions_and_heads(x):
     """[batch, positions, heads, size] <-> [batch, heads, positions, size]: `x` with axes 1
-    and 2 swapped (its own inverse, and so its own gradient).
-
-    Written by hand because TensorFlow's oneDNN build runs a float `Transpose` as
-    `_MklTranspose`, which sets up a oneDNN reorder at every call: about 25 us for a short
-    request's [1, 20, 4, 64] against 2 us for TensorFlow's own (Eigen) kernel, which it
-    keeps for integer tensors. Transposing the float's bits as an integer of the same width
-    (`Bitcast` reinterprets the buffer without copying) runs Eigen's: an exported
+    and 2 swapped (its own inverse, and so its own gradient), as integers: an exported
     ELECTRA-Small classifier answered a short single request in 10.1 / 10.6 ms instead of
-    11.5 / 12.0 (48 transposes per request; 2-core AVX-512 EPYC), with the same outputs.
-    """
-    integers = _SAME_WIDTH_INTEGERS.get(x.dtype.name)
-    if integers is None:
-        return tf.transpose(x, [0, 2, 1, 3]), swap_positions_and_heads
-    swapped = tf.bitcast(tf.transpose(tf.bitcast(x, integers), [0, 2, 1, 3]), x.dtype)
-    return swapped, swap_positions_and_heads
+    11.5 / 12.0 with float transposes (48 per request; 2-core AVX-512 EPYC), with the same
+    outputs (`integer_transpose` explains)."""
+    return transpose_as_integers(x, [0, 2, 1, 3]), swap_positions_and_heads
 
 
 def _mask_bias(attention_mask, dtype):
