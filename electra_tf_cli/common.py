@@ -139,7 +139,7 @@ def dataclass_overrides(cls, skip=()) -> dict:
 
 def define_runtime_flags() -> None:
     """--strategy, --tpu, --mixed_precision, --jit_compile, --fused_gelu,
-    --fused_dropout (see `RuntimeOptions`)."""
+    --fused_dropout, --fused_layer_norm (see `RuntimeOptions`)."""
     from absl import flags
 
     from electra_tf.training import runtime
@@ -159,6 +159,9 @@ def define_runtime_flags() -> None:
     flags.DEFINE_bool("fused_dropout", True, "Run every dropout as one small XLA kernel each "
                       "way (XLA's vectorised random generator): the same distribution, "
                       "faster on CPUs. --nofused_dropout for Keras's dropout.")
+    flags.DEFINE_bool("fused_layer_norm", True, "Run every layer norm as one small XLA "
+                      "kernel each way, in float32: same values, faster on CPUs. "
+                      "--nofused_layer_norm for TensorFlow's separate ops.")
 
 
 def runtime_options():
@@ -171,4 +174,5 @@ def runtime_options():
         mixed_precision=flags.FLAGS.mixed_precision,
         jit_compile=flags.FLAGS.jit_compile,
         fused_gelu=flags.FLAGS.fused_gelu,
-        fused_dropout=flags.FLAGS.fused_dropout).validated()
+        fused_dropout=flags.FLAGS.fused_dropout,
+        fused_layer_norm=flags.FLAGS.fused_layer_norm).validated()

@@ -12,6 +12,7 @@ from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.fused_dropout import FusedDropout
+from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
 from electra_tf.layers.query_first_attention import self_attention
 
 
@@ -133,6 +134,40 @@ def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(
     assert operations < keras_operations / 2
     for mine, theirs in zip(gradients, keras_gradients):
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy, rtol, atol", [("float32", 1e-5, 1e-5),
+                                                 ("mixed_bfloat16", 2.0 ** -7, 2e-2)])
+def test_fused_layer_norm_is_the_closed_form_one_with_its_gradient(policy, rtol, atol):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(3.0, 2.0, (3, 5, 16)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
+    fused, closed_form = (cls(epsilon=1e-3, dtype=policy) for cls in
+                          (FusedLayerNormalization, ClosedFormLayerNormalization))
+    fused.build(x.shape)
+    fused.set_weights([rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)])
+    closed_form.build(x.shape)
+    closed_form.set_weights(fused.get_weights())
+
+    def outputs_and_gradients(norm):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            outputs = norm(x)
+        return outputs, tape.gradient(outputs, [x, *norm.trainable_variables],
+                                      tf.cast(upstream, outputs.dtype))
+
+    (outputs, gradients), (expected, expected_gradients) = (
+        outputs_and_gradients(norm) for norm in (fused, closed_form))
+    assert outputs.dtype == expected.dtype == fused.compute_dtype
+    np.testing.assert_allclose(tf.cast(outputs, tf.float32), tf.cast(expected, tf.float32),
+                               rtol=rtol, atol=atol)
+    for mine, theirs in zip(gradients, expected_gradients):
+        np.testing.assert_allclose(tf.cast(mine, tf.float32), tf.cast(theirs, tf.float32),
+                                   rtol=rtol, atol=atol * np.abs(theirs).max())
+    # The statistics are computed inside the two XLA kernels, not by TensorFlow's ops.
+    kernels = {op.type for op in tf.function(lambda: outputs_and_gradients(fused))
+               .get_concrete_function().graph.get_operations()}
+    assert kernels.isdisjoint({"Mean", "SquaredDifference", "Rsqrt"})
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -14,6 +14,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers import layer_stack
 from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.fused_dropout import FusedDropout
+from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
 from electra_tf.training.runtime import RuntimeOptions, create_strategy
 
 
@@ -131,7 +132,7 @@ def test_fused_gelu_is_the_default_and_nofused_gelu_builds_keras_gelu():
     np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-5, atol=1e-5)
 
 
-def test_training_runs_drop_out_with_fused_dropout_unless_told_not_to(monkeypatch):
+def test_training_runs_use_fused_dropout_and_layer_norms_unless_told_not_to(monkeypatch):
     from electra_tf.runs.pretrain import build_model
 
     # Each transformer layer traced in the step's own graph, where the draws are counted
@@ -144,9 +145,16 @@ def test_training_runs_drop_out_with_fused_dropout_unless_told_not_to(monkeypatc
              "input_type_ids": tf.zeros_like(ids)}
     philox_draws = {}
     for fused in (True, False):
-        model, _ = build_model(cfg, RuntimeOptions(fused_dropout=fused))
+        model, _ = build_model(cfg, RuntimeOptions(fused_dropout=fused,
+                                                   fused_layer_norm=fused))
         dropouts = [layer for layer in model._flatten_layers()
                     if isinstance(layer, keras.layers.Dropout)]
+        norms = [layer for layer in model._flatten_layers()
+                 if isinstance(layer, keras.layers.LayerNormalization)]
+        # The shared embeddings', two in each layer of both towers and the generator
+        # head's: all fused, or none.
+        assert len(norms) == 1 + 2 * 2 * cfg.num_layers + 1
+        assert all((type(layer) is FusedLayerNormalization) == fused for layer in norms)
         # The shared embeddings' and, in each layer of both towers, the attention
         # probabilities', the attention output's and the feed-forward output's.
         assert len(dropouts) == 1 + 2 * cfg.num_layers * 3

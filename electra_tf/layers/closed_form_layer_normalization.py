@@ -22,10 +22,7 @@ class ClosedFormLayerNormalization(keras.layers.LayerNormalization):
     `LayerNormalization.call` unchanged."""
 
     def call(self, inputs):
-        axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
-        rank = len(inputs.shape)
-        if (self.rms_scaling or not (self.center and self.scale)
-                or [axis % rank for axis in axes] != [rank - 1]):
+        if not self.closed_form_applies(inputs):
             return super().call(inputs)
         # As Keras: statistics in at least float32, the output in the compute dtype.
         compute_dtype = keras.backend.result_type(inputs.dtype, "float32")
@@ -33,6 +30,13 @@ class ClosedFormLayerNormalization(keras.layers.LayerNormalization):
             keras.ops.cast(inputs, compute_dtype), keras.ops.cast(self.gamma, compute_dtype),
             keras.ops.cast(self.beta, compute_dtype), self.epsilon)
         return keras.ops.cast(outputs, self.compute_dtype)
+
+    def closed_form_applies(self, inputs) -> bool:
+        """Whether this normalization is over the last axis with a scale and an offset."""
+        axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
+        rank = len(inputs.shape)
+        return (not self.rms_scaling and self.center and self.scale
+                and [axis % rank for axis in axes] == [rank - 1])
 
 
 def layer_normalization(x, gamma, beta, epsilon):

@@ -21,6 +21,7 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError, check_choice
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.fused_dropout import use_fused_dropout
+from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
 
 STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -43,6 +44,9 @@ class RuntimeOptions:
     # Every dropout as one small XLA kernel each way (`layers.fused_dropout`): the same
     # distribution, other random draws; exports are unaffected.
     fused_dropout: bool = True
+    # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
+    # the same function, computed in float32; exports are unaffected.
+    fused_layer_norm: bool = True
 
     @property
     def encoder_activation(self) -> str:
@@ -144,6 +148,8 @@ def use_training_kernels(model, options: RuntimeOptions) -> None:
     chosen when the encoders are built, by `encoder_activation`)."""
     if options.fused_dropout:
         use_fused_dropout(model)
+    if options.fused_layer_norm:
+        use_fused_layer_norms(model)
 
 
 def wrap_optimizer(optimizer, mixed_precision: str):

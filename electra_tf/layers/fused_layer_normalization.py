@@ -1,0 +1,91 @@
+"""`FusedLayerNormalization`: `ClosedFormLayerNormalization` whose forward and backward are
+each one small XLA kernel, computing in float32 whatever the input's dtype.
+
+Written by hand because neither Keras nor keras-hub provides it. TensorFlow runs a layer
+norm as separate Eigen passes over the [batch, seq, hidden] activations (mean, squared
+difference, mean, scale, shift; about as many again for the closed-form gradient), and
+under bfloat16 Keras casts the activations to float32 and back around them, in both
+directions. One kernel each way reads the activations in their own dtype and writes them
+once: an ELECTRA-Small pretraining step on a 2-core AVX-512 EPYC, same process, steps of
+the two versions alternating, was 4.4% shorter in bfloat16 and 2.3% in float32. The scale
+and shift gradients (sums over batch and sequence) stay TensorFlow's: XLA's CPU column
+sums were three times slower.
+
+The same function as `ClosedFormLayerNormalization` (its statistics, in its order) to
+float32 rounding. Like `FusedDropout`, only training runs use it
+(`RuntimeOptions.fused_layer_norm`); models built elsewhere, and exports, keep
+`ClosedFormLayerNormalization`.
+"""
+
+import keras
+import tensorflow as tf
+
+from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
+
+
+@tf.function(jit_compile=True)
+def _forward(x, gamma, beta, epsilon):
+    wide = tf.cast(x, tf.float32)
+    mean = tf.reduce_mean(wide, -1, keepdims=True)
+    variance = tf.reduce_mean(tf.math.squared_difference(wide, mean), -1, keepdims=True)
+    reciprocal_std = tf.math.rsqrt(variance + epsilon)
+    scale = reciprocal_std * gamma
+    return tf.cast(wide * scale + (beta - mean * scale), x.dtype), mean, reciprocal_std
+
+
+@tf.function(jit_compile=True)
+def _backward(x, gamma, mean, reciprocal_std, upstream):
+    """The input's gradient in `x`'s dtype, and upstream x normalized (float32), whose sum
+    over the leading axes is the scale's gradient."""
+    wide_upstream = tf.cast(upstream, tf.float32)
+    normalized = (tf.cast(x, tf.float32) - mean) * reciprocal_std
+    scaled = wide_upstream * gamma
+    inputs_gradient = reciprocal_std * (
+        scaled - tf.reduce_mean(scaled, -1, keepdims=True)
+        - normalized * tf.reduce_mean(scaled * normalized, -1, keepdims=True))
+    return tf.cast(inputs_gradient, x.dtype), wide_upstream * normalized
+
+
+def fused_layer_normalization(x, gamma, beta, epsilon: float):
+    """`x` (any float dtype) normalized over its last axis, scaled by `gamma` and shifted by
+    `beta` (float32), computed in float32; the output in `x`'s dtype."""
+    epsilon = tf.constant(epsilon, tf.float32)
+
+    @tf.custom_gradient
+    def normalize(x, gamma, beta):
+        outputs, mean, reciprocal_std = _forward(x, gamma, beta, epsilon)
+
+        def gradient(upstream):
+            inputs_gradient, scaled_normalized = _backward(x, gamma, mean, reciprocal_std,
+                                                           upstream)
+            leading_axes = list(range(len(x.shape) - 1))
+            return (inputs_gradient, tf.reduce_sum(scaled_normalized, leading_axes),
+                    tf.reduce_sum(tf.cast(upstream, tf.float32), leading_axes))
+
+        return outputs, gradient
+
+    return normalize(x, gamma, beta)
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class FusedLayerNormalization(ClosedFormLayerNormalization):
+    """A `ClosedFormLayerNormalization` computed by `fused_layer_normalization`; float64
+    inputs and the cases it leaves to Keras (see there) go through its `call`."""
+
+    def call(self, inputs):
+        if inputs.dtype == tf.float64 or not self.closed_form_applies(inputs):
+            return super().call(inputs)
+        outputs = fused_layer_normalization(inputs, keras.ops.cast(self.gamma, "float32"),
+                                            keras.ops.cast(self.beta, "float32"),
+                                            self.epsilon)
+        return keras.ops.cast(outputs, self.compute_dtype)
+
+
+def use_fused_layer_norms(model) -> None:
+    """Makes every Keras `LayerNormalization` and `ClosedFormLayerNormalization` of a built
+    `model` a `FusedLayerNormalization`: the same objects (weights, names, checkpoints),
+    another `call`. keras-hub creates the generator head's norm with no way to choose its
+    class."""
+    for layer in model._flatten_layers(include_self=False):
+        if type(layer) in (keras.layers.LayerNormalization, ClosedFormLayerNormalization):
+            layer.__class__ = FusedLayerNormalization
