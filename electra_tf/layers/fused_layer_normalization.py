@@ -6,10 +6,10 @@ norm as separate Eigen passes over the [batch, seq, hidden] activations (mean, s
 difference, mean, scale, shift; about as many again for the closed-form gradient), and
 under bfloat16 Keras casts the activations to float32 and back around them, in both
 directions. One kernel each way reads the activations in their own dtype and writes them
-once: an ELECTRA-Small pretraining step on a 2-core AVX-512 EPYC, same process, steps of
-the two versions alternating, was 4.4% shorter in bfloat16 and 2.3% in float32. The scale
-and shift gradients (sums over batch and sequence) stay TensorFlow's: XLA's CPU column
-sums were three times slower.
+once: an ELECTRA-Small pretraining step on a 2-core AVX-512 EPYC was 3.2-4.6% shorter in
+bfloat16 and 1.3-1.6% in float32 (`bench/runtime_option_ab.py`). The scale and shift
+gradients (sums over batch and sequence) stay TensorFlow's: XLA's CPU column sums were
+three times slower.
 
 The same function as `ClosedFormLayerNormalization` (its statistics, in its order) to
 float32 rounding. Like `FusedDropout`, only training runs use it
