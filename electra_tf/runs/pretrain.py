@@ -15,7 +15,7 @@ from typing import Optional, Union
 import keras
 import tensorflow as tf
 
-from electra_tf import run_dir
+from electra_tf import files, run_dir
 from electra_tf.callbacks import DownstreamProbe, ProbeOptions, default_probe_every
 from electra_tf.config import GENERATOR_FIELDS, MODEL_FIELDS, PRESETS, ElectraConfig
 from electra_tf.convert.resolve import resolve
@@ -119,7 +119,10 @@ def prepare_run(config: ElectraConfig, inputs: RunInputs,
                 raise ConfigError(
                     f"{inputs.model_dir} already holds a run with a different vocab; use a "
                     "new --model_dir or drop --vocab to resume with the run's own vocab.")
-            shutil.copyfile(vocab, vocab_path)
+            # Atomically: the workers of a multi-worker run copy it at the same time, and
+            # each reads what the others may be writing (the check above).
+            with open(vocab, encoding="utf-8", newline="") as f:
+                files.write_text(vocab_path, f.read())
     elif os.path.isfile(vocab_path):
         tokens = vocab_lib.load_vocab(vocab_path)
     elif inputs.corpus:
