@@ -39,28 +39,44 @@ class ClosedFormLayerNormalization(keras.layers.LayerNormalization):
                 and [axis % rank for axis in axes] == [rank - 1])
 
 
-def layer_normalization(x, gamma, beta, epsilon):
-    """Normalizes `x` over its last axis, then scales by `gamma` and shifts by `beta`."""
+def normalize_with_statistics(x, gamma, beta, epsilon):
+    """Keras's forward pass (`keras.ops.layer_normalization`), in its order: (outputs, mean,
+    reciprocal standard deviation), the statistics over the last axis, kept."""
+    mean = tf.reduce_mean(x, -1, keepdims=True)
+    variance = tf.reduce_mean(tf.math.squared_difference(x, mean), -1, keepdims=True)
+    reciprocal_std = tf.math.rsqrt(variance + epsilon)
+    scale = reciprocal_std * gamma
+    return x * scale + (beta - mean * scale), mean, reciprocal_std
+
+
+def normalization_gradients(x, gamma, mean, reciprocal_std, upstream):
+    """The textbook layer-norm backward: (the input's gradient, upstream x normalized, whose
+    sum over the leading axes is the scale's gradient)."""
+    normalized = (x - mean) * reciprocal_std
+    scaled = upstream * gamma
+    inputs_gradient = reciprocal_std * (
+        scaled - tf.reduce_mean(scaled, -1, keepdims=True)
+        - normalized * tf.reduce_mean(scaled * normalized, -1, keepdims=True))
+    return inputs_gradient, upstream * normalized
+
+
+def layer_normalization(x, gamma, beta, epsilon, forward=normalize_with_statistics,
+                        backward=normalization_gradients):
+    """Normalizes `x` over its last axis, then scales by `gamma` and shifts by `beta`, with
+    `forward` and `backward` computing what `normalize_with_statistics` and
+    `normalization_gradients` do (`fused_layer_normalization` passes XLA kernels); the
+    scale's and shift's gradients are summed in `gamma`'s dtype."""
 
     @tf.custom_gradient
     def normalize(x, gamma, beta):
-        # Keras's forward pass (`keras.ops.layer_normalization`), in its order.
-        mean = tf.reduce_mean(x, -1, keepdims=True)
-        variance = tf.reduce_mean(tf.math.squared_difference(x, mean), -1, keepdims=True)
-        reciprocal_std = tf.math.rsqrt(variance + epsilon)
-        scale = reciprocal_std * gamma
-        outputs = x * scale + (beta - mean * scale)
+        outputs, mean, reciprocal_std = forward(x, gamma, beta, epsilon)
 
         def gradient(upstream):
+            inputs_gradient, scaled_normalized = backward(x, gamma, mean, reciprocal_std,
+                                                          upstream)
             leading_axes = list(range(len(x.shape) - 1))
-            normalized = (x - mean) * reciprocal_std
-            scaled = upstream * gamma
-            inputs_gradient = reciprocal_std * (
-                scaled - tf.reduce_mean(scaled, -1, keepdims=True)
-                - normalized * tf.reduce_mean(scaled * normalized, -1, keepdims=True))
-            return (inputs_gradient,
-                    tf.reduce_sum(upstream * normalized, leading_axes),
-                    tf.reduce_sum(upstream, leading_axes))
+            return (inputs_gradient, tf.reduce_sum(scaled_normalized, leading_axes),
+                    tf.reduce_sum(tf.cast(upstream, gamma.dtype), leading_axes))
 
         return outputs, gradient
 

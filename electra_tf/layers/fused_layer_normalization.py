@@ -20,51 +20,30 @@ float32 rounding. Like `FusedDropout`, only training runs use it
 import keras
 import tensorflow as tf
 
-from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
+from electra_tf.layers.closed_form_layer_normalization import (
+    ClosedFormLayerNormalization, layer_normalization, normalization_gradients,
+    normalize_with_statistics)
 
 
 @tf.function(jit_compile=True)
 def _forward(x, gamma, beta, epsilon):
-    wide = tf.cast(x, tf.float32)
-    mean = tf.reduce_mean(wide, -1, keepdims=True)
-    variance = tf.reduce_mean(tf.math.squared_difference(wide, mean), -1, keepdims=True)
-    reciprocal_std = tf.math.rsqrt(variance + epsilon)
-    scale = reciprocal_std * gamma
-    return tf.cast(wide * scale + (beta - mean * scale), x.dtype), mean, reciprocal_std
+    outputs, mean, reciprocal_std = normalize_with_statistics(
+        tf.cast(x, tf.float32), gamma, beta, epsilon)
+    return tf.cast(outputs, x.dtype), mean, reciprocal_std
 
 
 @tf.function(jit_compile=True)
 def _backward(x, gamma, mean, reciprocal_std, upstream):
-    """The input's gradient in `x`'s dtype, and upstream x normalized (float32), whose sum
-    over the leading axes is the scale's gradient."""
-    wide_upstream = tf.cast(upstream, tf.float32)
-    normalized = (tf.cast(x, tf.float32) - mean) * reciprocal_std
-    scaled = wide_upstream * gamma
-    inputs_gradient = reciprocal_std * (
-        scaled - tf.reduce_mean(scaled, -1, keepdims=True)
-        - normalized * tf.reduce_mean(scaled * normalized, -1, keepdims=True))
-    return tf.cast(inputs_gradient, x.dtype), wide_upstream * normalized
+    inputs_gradient, scaled_normalized = normalization_gradients(
+        tf.cast(x, tf.float32), gamma, mean, reciprocal_std, tf.cast(upstream, tf.float32))
+    return tf.cast(inputs_gradient, x.dtype), scaled_normalized
 
 
 def fused_layer_normalization(x, gamma, beta, epsilon: float):
     """`x` (any float dtype) normalized over its last axis, scaled by `gamma` and shifted by
     `beta` (float32), computed in float32; the output in `x`'s dtype."""
-    epsilon = tf.constant(epsilon, tf.float32)
-
-    @tf.custom_gradient
-    def normalize(x, gamma, beta):
-        outputs, mean, reciprocal_std = _forward(x, gamma, beta, epsilon)
-
-        def gradient(upstream):
-            inputs_gradient, scaled_normalized = _backward(x, gamma, mean, reciprocal_std,
-                                                           upstream)
-            leading_axes = list(range(len(x.shape) - 1))
-            return (inputs_gradient, tf.reduce_sum(scaled_normalized, leading_axes),
-                    tf.reduce_sum(tf.cast(upstream, tf.float32), leading_axes))
-
-        return outputs, gradient
-
-    return normalize(x, gamma, beta)
+    return layer_normalization(x, gamma, beta, tf.constant(epsilon, tf.float32),
+                               forward=_forward, backward=_backward)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
