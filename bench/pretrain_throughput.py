@@ -33,9 +33,8 @@ from absl import app, flags  # noqa: E402
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
 from electra_tf.pretraining import losses, sampling  # noqa: E402
 from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
-from electra_tf.runs.pretrain import build_model  # noqa: E402
 from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
-from synthetic import preset_config, random_batch  # noqa: E402
+from synthetic import preset_config, pretraining_step, random_batch  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "small", "Model preset.")
@@ -68,15 +67,7 @@ def step_durations(step, batch, warmup, steps):
 
 
 def ours(cfg, mixed_precision="none"):
-    model, _ = build_model(cfg, RuntimeOptions(mixed_precision=mixed_precision))
-    model.make_train_function()
-    train_function = model.train_function
-
-    def step(batch):
-        logs = train_function(iter([batch]))
-        float(logs["loss"])  # wait for the step to finish
-
-    return step
+    return pretraining_step(cfg, RuntimeOptions(mixed_precision=mixed_precision))
 
 
 def keras_hub_baseline(cfg):

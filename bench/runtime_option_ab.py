@@ -40,9 +40,8 @@ def main(argv):
     del argv
     import keras
 
-    from electra_tf.runs.pretrain import build_model
     from electra_tf.training.runtime import RuntimeOptions
-    from synthetic import preset_config, random_batch
+    from synthetic import preset_config, pretraining_step, random_batch
 
     config = preset_config(FLAGS.preset, 30522, FLAGS.seq_length, FLAGS.batch_size)
     batch = random_batch(config, FLAGS.batch_size, FLAGS.seq_length)
@@ -51,21 +50,14 @@ def main(argv):
         keras.utils.set_random_seed(0)
         options = dataclasses.replace(RuntimeOptions(mixed_precision=FLAGS.mixed_precision),
                                       **{FLAGS.option: on})
-        model, _ = build_model(config, options)
-        model.make_train_function()
-        train_function = model.train_function
-
-        def step(train_function=train_function):
-            float(train_function(iter([batch]))["loss"])  # waits for the step to finish
-
+        steps[on] = pretraining_step(config, options)
         for _ in range(FLAGS.warmup):
-            step()
-        steps[on] = step
+            steps[on](batch)
     durations = {False: [], True: []}
     for pair in range(FLAGS.pairs):
         for on in ((False, True) if pair % 2 == 0 else (True, False)):
             start = time.perf_counter()
-            steps[on]()
+            steps[on](batch)
             durations[on].append(time.perf_counter() - start)
     ratios = [on / off for on, off in zip(durations[True], durations[False])]
     print(f"\n{FLAGS.preset} {FLAGS.batch_size} x {FLAGS.seq_length}, {FLAGS.mixed_precision}, "

@@ -1,5 +1,6 @@
 """Synthetic inputs the speed benches share: an ELECTRA preset with BERT's uncased special
-token ids, and random token batches for it (speed does not depend on the text)."""
+token ids, random token batches for it (speed does not depend on the text), and our
+pretraining step to time on them."""
 
 import numpy as np
 import tensorflow as tf
@@ -24,3 +25,18 @@ def random_batch(cfg, batch_size, seq_length, seed=0) -> dict:
     ids[:, 0], ids[:, -1] = cfg.cls_token_id, cfg.sep_token_id
     return {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
             "input_type_ids": tf.zeros_like(ids)}
+
+
+def pretraining_step(cfg, runtime_options):
+    """Our pretraining step as `electra-pretrain` builds it (`runs.pretrain.build_model`):
+    a function of a batch that returns when the step has finished."""
+    from electra_tf.runs.pretrain import build_model
+
+    model, _ = build_model(cfg, runtime_options)
+    model.make_train_function()
+    train_function = model.train_function
+
+    def step(batch):
+        float(train_function(iter([batch]))["loss"])
+
+    return step
