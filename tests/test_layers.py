@@ -102,17 +102,24 @@ def test_our_gelus_match_keras_gelu_and_its_gradient(ours, dtype, rtol, atol):
                                rtol=rtol, atol=max(atol, 1e-5))
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(policy):
+def norms_alike(classes, policy):
+    """(x, upstream, norms): a [3, 5, 16] input, an upstream gradient for it, and one built
+    layer norm of each class with the same random scale and offset."""
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(3.0, 2.0, (3, 5, 16)), tf.float32)
     upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
-    ours, keras_norm = (cls(epsilon=1e-3, dtype=policy) for cls in
-                        (ClosedFormLayerNormalization, keras.layers.LayerNormalization))
-    for norm in (ours, keras_norm):
+    weights = [rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)]
+    norms = [cls(epsilon=1e-3, dtype=policy) for cls in classes]
+    for norm in norms:
         norm.build(x.shape)
-        norm.set_weights([rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)]
-                         if norm is ours else ours.get_weights())
+        norm.set_weights(weights)
+    return x, upstream, norms
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(policy):
+    x, upstream, (ours, keras_norm) = norms_alike(
+        (ClosedFormLayerNormalization, keras.layers.LayerNormalization), policy)
 
     def traced(norm):
         # Batch and length unknown, as under `fit`.
@@ -139,15 +146,8 @@ def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(
 @pytest.mark.parametrize("policy, rtol, atol", [("float32", 1e-5, 1e-5),
                                                  ("mixed_bfloat16", 2.0 ** -7, 2e-2)])
 def test_fused_layer_norm_is_the_closed_form_one_with_its_gradient(policy, rtol, atol):
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(3.0, 2.0, (3, 5, 16)), tf.float32)
-    upstream = tf.constant(rng.normal(size=(3, 5, 16)), tf.float32)
-    fused, closed_form = (cls(epsilon=1e-3, dtype=policy) for cls in
-                          (FusedLayerNormalization, ClosedFormLayerNormalization))
-    fused.build(x.shape)
-    fused.set_weights([rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)])
-    closed_form.build(x.shape)
-    closed_form.set_weights(fused.get_weights())
+    x, upstream, (fused, closed_form) = norms_alike(
+        (FusedLayerNormalization, ClosedFormLayerNormalization), policy)
 
     def outputs_and_gradients(norm):
         with tf.GradientTape() as tape:
