@@ -1,10 +1,12 @@
+import collections
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.layers import layer_stack
+from electra_tf.layers import flat_dense, layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
 from electra_tf.layers.discriminator_head import DiscriminatorHead
@@ -224,8 +226,12 @@ def test_encoder_round_trips_its_config():
     assert clone(encoder_inputs())["sequence_output"].shape == (2, 12, 64)
 
 
-def test_flat_projections_and_query_first_additive_attention_match_keras_values_and_gradients():
+def test_flat_projections_and_query_first_additive_attention_match_keras_values_and_gradients(
+        monkeypatch):
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
+    # Every layer called in a training step's own graph, not one traced layer
+    # (`layer_stack`), so its ops can be counted.
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)
     inputs = encoder_inputs()
     ours, theirs = (ElectraEncoder.from_electra_config(cfg) for _ in range(2))
     ours(inputs)
@@ -238,11 +244,11 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
         for dense in feedforward_layers(layer):
             dense.__class__ = keras.layers.Dense
 
-    def traced(encoder):
+    def traced(encoder, training=False):
         @tf.function
         def loss_and_gradients():
             with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(encoder(inputs, training=False)["sequence_output"] ** 2)
+                loss = tf.reduce_sum(encoder(inputs, training=training)["sequence_output"] ** 2)
             return loss, tape.gradient(loss, encoder.trainable_variables)
 
         operations = loss_and_gradients.get_concrete_function().graph.get_operations()
@@ -256,8 +262,8 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
         # Float transposes run as oneDNN's (`swap_positions_and_heads` explains).
         float_transposes = [op for op in operations if op.type == "Transpose"
                             and op.inputs[0].dtype.is_floating]
-        # An input gradient reading a wide float32 kernel transposed, as oneDNN runs
-        # slowly (`flat_dense.matmul` explains).
+        # A training step's input gradient reading a wide float32 kernel transposed, as
+        # oneDNN runs slowly (`flat_dense.matmul` explains).
         wide_transposed = [op for op in operations if op.type == "MatMul"
                            and op.get_attr("transpose_b")
                            and op.inputs[1].shape[1] >= op.inputs[1].shape[0]]
@@ -271,10 +277,10 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
                 len(selects), len(float_transposes), len(wide_transposed))
 
     ((loss, gradients), broadcast, swapped, tensordot, selects, float_transposes,
-     wide_transposed) = traced(ours)
+     _) = traced(ours)
     ((keras_loss, keras_gradients), keras_broadcast, keras_swapped, keras_tensordot,
-     keras_selects, keras_float_transposes, keras_wide_transposed) = traced(theirs)
-    assert wide_transposed == 0 and keras_wide_transposed > 0
+     keras_selects, keras_float_transposes, _) = traced(theirs)
+    assert traced(ours, training=True)[-1] == 0 and traced(theirs, training=True)[-1] > 0
     assert float_transposes == 0 and keras_float_transposes > 0
     assert selects == 0 and keras_selects > 0
     assert broadcast == 0 and keras_broadcast > 0
@@ -339,36 +345,107 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
         assert not np.array_equal(mine, before)
 
 
-def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
-    """What TF Serving runs: the encoder's graph, weights frozen, in a TF1 session (Grappler
-    included). The GELU applied to the flat product lets oneDNN's fused matmul compute it:
-    no `Erf` runs; applied after the reshape back to 3-D, one `Erf` per layer ran."""
+def inference_function(encoder):
+    """`encoder`'s sequence output traced for any batch and length."""
+    spec = tf.TensorSpec([None, None], tf.int32)
+    return tf.function(
+        lambda ids, mask, types: encoder({"input_word_ids": ids, "input_mask": mask,
+                                          "input_type_ids": types})["sequence_output"]
+    ).get_concrete_function(spec, spec, spec)
+
+
+def frozen_encoder_session(encoder, requests):
+    """Runs `encoder` as TF Serving runs an export (traced for any batch and length under
+    `split_per_call`, weights frozen, in a TF1 session with Grappler): [(sequence output,
+    Counter of the executed op kinds)] for each of `requests`."""
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
-    encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100))
-    inputs = encoder_inputs()
+    with flat_dense.split_per_call():
+        frozen = convert_variables_to_constants_v2(inference_function(encoder))
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
+    answers = []
+    with tf.compat.v1.Session(graph=graph) as session:
+        for inputs in requests:
+            feeds = dict(zip((t.name for t in frozen.inputs), inputs.values()))
+            metadata = tf.compat.v1.RunMetadata()
+            outputs = session.run(frozen.outputs[0].name, feeds, run_metadata=metadata,
+                                  options=tf.compat.v1.RunOptions(
+                                      trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+            executed = collections.Counter(
+                node.timeline_label.split(" = ")[1].split("(")[0]
+                for device in metadata.step_stats.dev_stats for node in device.node_stats
+                if " = " in node.timeline_label)
+            answers.append((outputs, executed))
+    return answers
+
+
+def perturbed_encoder(config, inputs):
+    encoder = ElectraEncoder.from_electra_config(config)
     encoder(inputs)
     rng = np.random.default_rng(0)  # nonzero biases: a zero bias is folded away
     encoder.set_weights([w + rng.normal(0, 0.02, w.shape).astype(w.dtype)
                          for w in encoder.get_weights()])
-    expected = encoder(inputs)["sequence_output"].numpy()
-    spec = tf.TensorSpec([None, None], tf.int32)
-    frozen = convert_variables_to_constants_v2(tf.function(
-        lambda ids, mask, types: encoder({"input_word_ids": ids, "input_mask": mask,
-                                          "input_type_ids": types})["sequence_output"]
-    ).get_concrete_function(spec, spec, spec))
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
-    feeds = dict(zip((t.name for t in frozen.inputs), inputs.values()))
-    metadata = tf.compat.v1.RunMetadata()
-    with tf.compat.v1.Session(graph=graph) as session:
-        outputs = session.run(frozen.outputs[0].name, feeds, run_metadata=metadata,
-                              options=tf.compat.v1.RunOptions(
-                                  trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
-    executed = {node.timeline_label.split(" = ")[1].split("(")[0]
-                for device in metadata.step_stats.dev_stats for node in device.node_stats
-                if " = " in node.timeline_label}
+    return encoder
+
+
+def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
+    """The GELU applied to the flat product lets oneDNN's fused matmul compute it: no `Erf`
+    runs; applied after the reshape back to 3-D, one `Erf` per layer ran."""
+    inputs = encoder_inputs()
+    encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
+    [(outputs, executed)] = frozen_encoder_session(encoder, [inputs])
     assert "Erf" not in executed and any("FusedMatMul" in kind for kind in executed)
-    np.testing.assert_allclose(outputs, expected, atol=1e-5)
+    np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
+
+
+def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch):
+    """Outside training, products of at most `SPLIT_MAX_ROWS` rows with a kernel of at
+    least `SPLIT_MIN_KERNEL_SIZE` values run as two half-products (`split_matmul`); an
+    export's graph picks the form per request; other graphs for unknown rows and training
+    steps never split."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
+                                  intermediate_size=512, num_layers=1)
+    # The 4 attention products and the 2 feed-forward ones are large enough; the
+    # embeddings' projection (32 x 256) is not.
+    split_products = 6
+    short = encoder_inputs()  # 24 rows
+    long = encoder_inputs(batch=3, seq=50, lengths=(50, 20, 9))  # 150 rows
+    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS < 3 * 50
+    encoder = perturbed_encoder(config, short)
+    (short_outputs, short_ops), (long_outputs, long_ops) = frozen_encoder_session(
+        encoder, [short, long])
+
+    def matmuls(executed, fused):
+        return sum(n for kind, n in executed.items()
+                   if kind.endswith("MatMul") and ("Fused" in kind) == fused)
+
+    assert matmuls(short_ops, fused=False) == 2 * split_products
+    assert matmuls(short_ops, fused=True) == 1  # the embeddings' projection
+    assert matmuls(long_ops, fused=False) == 0
+    assert matmuls(long_ops, fused=True) == split_products + 1
+    for inputs, outputs in ((short, short_outputs), (long, long_outputs)):
+        # Eager, with the rows known: the same form, chosen in Python.
+        np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
+
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
+
+    @tf.function
+    def training_step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    def kinds(function):
+        return collections.Counter(op.type for op in function.graph.get_operations())
+
+    with flat_dense.split_per_call():
+        step = kinds(training_step.get_concrete_function(
+            {name: tf.TensorSpec([None, None], tf.int32) for name in short}))
+    assert not step["If"] and not step["StatelessIf"]
+    assert step["MatMul"] == 3 * (split_products + 1)  # forward, input and kernel gradients
+    plain = kinds(inference_function(encoder))  # outside `split_per_call`
+    assert not plain["If"] and not plain["StatelessIf"]
+    assert plain["MatMul"] == split_products + 1

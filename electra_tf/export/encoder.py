@@ -18,6 +18,7 @@ import os
 import tensorflow as tf
 
 from electra_tf import files, run_dir
+from electra_tf.layers import flat_dense
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.models.serving import Reusable
 from electra_tf.text.packing import pack_segments
@@ -54,8 +55,9 @@ def build_encoder_module(encoder, vocab_path: str):
                 "default": outputs["pooled_output"],
                 "encoder_outputs": outputs["encoder_outputs"]}
 
-    for training in (False, True):
-        call.get_concrete_function(_encoder_inputs_spec(), training=training)
+    with flat_dense.split_per_call():
+        for training in (False, True):
+            call.get_concrete_function(_encoder_inputs_spec(), training=training)
     module.__call__ = call
 
     @tf.function(input_signature=[_encoder_inputs_spec()])

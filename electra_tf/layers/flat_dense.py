@@ -9,6 +9,8 @@ what TensorFlow's graph optimiser fuses into one oneDNN `_FusedMatMul`. Same wei
 and values (to float32 rounding).
 """
 
+import contextlib
+import contextvars
 import math
 
 import keras
@@ -26,10 +28,31 @@ class FlatDense(keras.layers.Dense):
         if len(inputs.shape) <= 2 or self.lora_enabled or self.quantization_mode is not None:
             return super().call(inputs, training=training)
         return flat_matmul(inputs, self.kernel, self.bias, contracted_axes=1,
-                           activation=self.activation)
+                           activation=self.activation, training=training)
 
 
-def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None):
+# Inference products of at most SPLIT_MAX_ROWS rows with a kernel of at least
+# SPLIT_MIN_KERNEL_SIZE values run as two half-products (`split_matmul` says why).
+SPLIT_MAX_ROWS = 128
+SPLIT_MIN_KERNEL_SIZE = 256 * 256
+_split_per_call = contextvars.ContextVar("split_per_call", default=False)
+
+
+@contextlib.contextmanager
+def split_per_call():
+    """Within, functions traced for inputs whose rows are unknown until run time pick each
+    large inference product's form per call (`tf.cond`): split for at most SPLIT_MAX_ROWS
+    rows. For exports, which answer single short requests; elsewhere such functions keep one
+    form, as the conds' tracing (~1.5 s more for an ELECTRA-Small classifier's first
+    `predict`, 2-core AVX-512 EPYC) costs more than they save."""
+    token = _split_per_call.set(True)
+    try:
+        yield
+    finally:
+        _split_per_call.reset(token)
+
+
+def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training=None):
     """`activation(tensordot(inputs, kernel, contracted_axes) + bias)` as a 2-D `MatMul`
     and `BiasAdd` between reshapes; `bias` (or None) has the shape of the kernel's
     uncontracted axes. TensorFlow's own ops, not `keras.ops`: tracing them is cheaper, and
@@ -37,22 +60,57 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None):
 
     With one output axis the activation runs on the 2-D product, before the reshape:
     Grappler fuses a `MatMul`, `BiasAdd` and GELU into one oneDNN kernel only when nothing
-    stands between them (the feed-forward layers of an exported classifier)."""
+    stands between them (the feed-forward layers of an exported classifier).
+
+    Outside training, a product of few rows with a large kernel runs as `split_matmul`;
+    with the rows unknown until run time, only under `split_per_call` (exports)."""
     contracted = math.prod(kernel.shape[:contracted_axes])
     produced = tuple(kernel.shape[contracted_axes:])
     kernel = tf.convert_to_tensor(kernel)
     if kernel.shape.rank != 2:
         kernel = tf.reshape(kernel, (contracted, math.prod(produced)))
-    x = matmul(tf.reshape(inputs, (-1, contracted)), kernel)
     if bias is not None:
         bias = tf.convert_to_tensor(bias)
-        x = tf.nn.bias_add(x, bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,)))
-    output_shape = tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0)
-    if activation is None:
-        return tf.reshape(x, output_shape)
-    if len(produced) == 1:  # the 2-D product's last axis is the output's
-        return tf.reshape(activation(x), output_shape)
-    return activation(tf.reshape(x, output_shape))
+        bias = bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,))
+    x = tf.reshape(inputs, (-1, contracted))
+    # With one output axis, the 2-D product's last axis is the output's.
+    flat_activation = activation if len(produced) == 1 else None
+
+    def product(split):
+        # `matmul`'s gradient serves training; outside it, its custom-gradient identities
+        # would keep Grappler from fusing the product with its bias and activation in a
+        # `tf.cond`'s branch (measured: 60 of an export's 74 products unfused).
+        y = (split_matmul if split else matmul if training else tf.matmul)(x, kernel)
+        if bias is not None:
+            y = tf.nn.bias_add(y, bias)
+        return y if flat_activation is None else flat_activation(y)
+
+    if training or contracted % 2 or contracted * math.prod(produced) < SPLIT_MIN_KERNEL_SIZE:
+        y = product(split=False)
+    elif x.shape[0] is not None:
+        y = product(split=x.shape[0] <= SPLIT_MAX_ROWS)
+    elif _split_per_call.get():
+        y = tf.cond(tf.shape(x)[0] <= SPLIT_MAX_ROWS, lambda: product(split=True),
+                    lambda: product(split=False))
+    else:
+        y = product(split=False)
+    y = tf.reshape(y, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))
+    return y if activation is None or flat_activation is not None else activation(y)
+
+
+def split_matmul(x, kernel):
+    """`tf.matmul(x, kernel)` as the sum of the products over the two halves of the contracted
+    axis, which TensorFlow runs side by side.
+
+    Why: oneDNN computes a product of few rows on one thread, memory-bound on reading the
+    kernel. ELECTRA-Small's 72 encoder products of 20 rows (a short request) took 6.8-7.9
+    ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC), its exported classifier's
+    short single request 10.8 -> 8.9 ms; at 640 rows and more oneDNN uses both cores and the
+    split is slower. The kernel's halves are views, not copies (rows of a row-major
+    tensor)."""
+    x_halves = tf.split(x, 2, axis=1)
+    kernel_halves = tf.split(kernel, 2, axis=0)
+    return tf.matmul(x_halves[0], kernel_halves[0]) + tf.matmul(x_halves[1], kernel_halves[1])
 
 
 def matmul(x, kernel):

@@ -30,7 +30,7 @@ class FlatEinsumDense(keras.layers.EinsumDense):
                     and tuple(self.bias.shape) != tuple(self.kernel.shape[axes:]))):
             return super().call(inputs, training=training)
         return flat_matmul(inputs, self.kernel, self.bias, contracted_axes=axes,
-                           activation=self.activation)
+                           activation=self.activation, training=training)
 
 
 def contracted_axes(equation: str) -> int:

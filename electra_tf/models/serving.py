@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.errors import ConfigError
+from electra_tf.layers import flat_dense
 
 # The batch sizes the example batching config allows (export/serving/batching.config).
 WARMUP_BATCH_SIZES = (1, 8, 32)
@@ -104,7 +105,8 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     path = os.path.join(base, str(version))
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:
-        tf.saved_model.save(module, partial, signatures=signatures)
+        with flat_dense.split_per_call():  # the signatures are traced here
+            tf.saved_model.save(module, partial, signatures=signatures)
         files.write_text(os.path.join(partial, "assets", "vocab.txt"),
                          "".join(token + "\n" for token in tokenizer.vocabulary))
         write_warmup_requests(os.path.join(partial, WARMUP_FILE), model_name,
