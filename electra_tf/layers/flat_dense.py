@@ -104,10 +104,10 @@ def split_matmul(x, kernel):
 
     Why: oneDNN computes a product of few rows on one thread, memory-bound on reading the
     kernel. ELECTRA-Small's 72 encoder products of 20 rows (a short request) took 6.8-7.9
-    ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC), its exported classifier's
-    short single request 10.8 -> 8.9 ms; at 640 rows and more oneDNN uses both cores and the
-    split is slower. The kernel's halves are views, not copies (rows of a row-major
-    tensor)."""
+    ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC); its exported
+    classifier's short single request 10.9-11.8 -> 8.9-10.0 ms. At 640 rows oneDNN uses
+    both cores and the split was 17% slower. The kernel's halves are views, not copies
+    (rows of a row-major tensor)."""
     x_halves = tf.split(x, 2, axis=1)
     kernel_halves = tf.split(kernel, 2, axis=0)
     return tf.matmul(x_halves[0], kernel_halves[0]) + tf.matmul(x_halves[1], kernel_halves[1])
