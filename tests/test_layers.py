@@ -412,8 +412,8 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     # embeddings' projection (32 x 256) is not.
     split_products = 6
     short = encoder_inputs()  # 24 rows
-    long = encoder_inputs(batch=3, seq=50, lengths=(50, 20, 9))  # 150 rows
-    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS < 3 * 50
+    long = encoder_inputs(batch=6, seq=50, lengths=(50, 20, 9, 50, 33, 1))  # 300 rows
+    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS < 6 * 50
     encoder = perturbed_encoder(config, short)
     (short_outputs, short_ops), (long_outputs, long_ops) = frozen_encoder_session(
         encoder, [short, long])

@@ -33,7 +33,7 @@ class FlatDense(keras.layers.Dense):
 
 # Inference products of at most SPLIT_MAX_ROWS rows with a kernel of at least
 # SPLIT_MIN_KERNEL_SIZE values run as two half-products (`split_matmul` says why).
-SPLIT_MAX_ROWS = 128
+SPLIT_MAX_ROWS = 256
 SPLIT_MIN_KERNEL_SIZE = 256 * 256
 _split_per_call = contextvars.ContextVar("split_per_call", default=False)
 
@@ -105,9 +105,12 @@ def split_matmul(x, kernel):
     Why: oneDNN computes a product of few rows on one thread, memory-bound on reading the
     kernel. ELECTRA-Small's 72 encoder products of 20 rows (a short request) took 6.8-7.9
     ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC); its exported
-    classifier's short single request 10.9-11.8 -> 8.9-10.0 ms. At 640 rows oneDNN uses
-    both cores and the split was 17% slower. The kernel's halves are views, not copies
-    (rows of a row-major tensor)."""
+    classifier's short single request 10.9-11.8 -> 8.9-10.0 ms. Up to 384 rows oneDNN
+    parallelises poorly and the split still gained (the 72 products of 256 rows: 37.6 ->
+    33.1 ms; two long texts, 256 rows, through the classifier: 44.7 -> 41.7 ms); from 512
+    rows oneDNN uses both cores well and the split was 15-20% slower. The limit leaves
+    room for CPUs whose oneDNN changes course earlier. The kernel's halves are views, not
+    copies (rows of a row-major tensor)."""
     x_halves = tf.split(x, 2, axis=1)
     kernel_halves = tf.split(kernel, 2, axis=0)
     return tf.matmul(x_halves[0], kernel_halves[0]) + tf.matmul(x_halves[1], kernel_halves[1])
