@@ -69,6 +69,8 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     kernel = tf.convert_to_tensor(kernel)
     if kernel.shape.rank != 2:
         kernel = tf.reshape(kernel, (contracted, math.prod(produced)))
+    splittable = (not training and contracted % 2 == 0
+                  and kernel.shape.num_elements() >= SPLIT_MIN_KERNEL_SIZE)
     if bias is not None:
         bias = tf.convert_to_tensor(bias)
         bias = bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,))
@@ -85,17 +87,17 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
             y = tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
 
-    if training or contracted % 2 or contracted * math.prod(produced) < SPLIT_MIN_KERNEL_SIZE:
-        y = product(split=False)
-    elif x.shape[0] is not None:
+    if splittable and x.shape[0] is not None:
         y = product(split=x.shape[0] <= SPLIT_MAX_ROWS)
-    elif _split_per_call.get():
+    elif splittable and _split_per_call.get():
         y = tf.cond(tf.shape(x)[0] <= SPLIT_MAX_ROWS, lambda: product(split=True),
                     lambda: product(split=False))
     else:
         y = product(split=False)
     y = tf.reshape(y, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))
-    return y if activation is None or flat_activation is not None else activation(y)
+    if activation is not None and flat_activation is None:
+        y = activation(y)
+    return y
 
 
 def split_matmul(x, kernel):
