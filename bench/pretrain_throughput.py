@@ -11,10 +11,15 @@ generator and discriminator, the generator's vocabulary projection at every posi
 in each of `--precisions` (bf16: torch's CPU autocast).
 
 Reported per batch size: median tokens/s over `--rounds` rounds of `--steps` steps of every
-side in turn (after `--warmup` steps each), the speed as a ratio of the keras-hub
-baseline's, and model-FLOPs utilisation: the step's training FLOPs
-(`electra_tf.pretraining.flops`, counted like the official flops_computation.py) per second
-over this machine's matmul peak, measured here in the same run for fp32 and bf16. Then
+side in turn (after `--warmup` steps each), model-FLOPs utilisation (the step's training
+FLOPs, `electra_tf.pretraining.flops`, counted like the official flops_computation.py, per
+second over this machine's matmul peak, measured here in the same run for fp32 and bf16),
+and speed ratios paired within rounds: each side against the keras-hub baseline, our bf16
+against our fp32, ours against torch in each precision; the median of the rounds' ratios
+and their range. Sides of one round run within a minute of each other, while the machines
+this runs on change speed for minutes at a time: a ratio of medians over the whole run
+mixes spells (one run gave our bf16 1.32x our fp32 by medians, steps of the two alternating
+in one process 1.4-1.6x). Then
 the peak resident memory of each side training at the largest batch, each in a fresh
 process.
 """
@@ -47,8 +52,8 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps first (tracing, allocation).")
 flags.DEFINE_integer("steps", 4, "Timed steps per side and round.")
-flags.DEFINE_integer("rounds", 3, "Rounds over all sides in turn; the median of all their "
-                     "timed steps is reported.")
+flags.DEFINE_integer("rounds", 5, "Rounds over all sides in turn: each side's median over "
+                     "all its timed steps is reported, ratios are paired within rounds.")
 
 
 def time_steps(step, batch, warmup, steps):
@@ -64,6 +69,14 @@ def step_durations(step, batch, warmup, steps):
         step(batch)
         durations.append(time.perf_counter() - start)
     return durations
+
+
+def paired_ratio(rounds, faster, slower):
+    """How many times faster `faster` ran than `slower`: the median over rounds of the ratio
+    of their median steps in the round, and the rounds' range."""
+    ratios = sorted(s / f for f, s in zip(rounds[faster], rounds[slower]))
+    return (f"{statistics.median(ratios):5.2f}x (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}) "
+            "as fast as")
 
 
 def ours(cfg, mixed_precision="none"):
@@ -210,25 +223,33 @@ def main(argv):
         # Real work: lookups compute nothing; a matmul's backward is two matmuls.
         step_flops = training_flops_per_step(cfg, batch_size, sparse_embedding=True,
                                              backward_multiplier=2)
-        speeds = {}
         print(f"\n{FLAGS.preset} {batch_size}x{FLAGS.seq_length} "
               f"({step_flops / 1e9:.0f} GFLOP per step)")
         steps = {run: SIDES[run[0]](cfg, run[1]) for run in runs}
-        durations = {run: step_durations(step, batch, FLAGS.warmup, 0)
-                     for run, step in steps.items()}
+        for step in steps.values():
+            step_durations(step, batch, FLAGS.warmup, 0)
         # Every side in turn, round after round, so that a machine slowing down for a while
         # (as shared ones do) slows every side alike instead of whichever ran then.
+        rounds = {run: [] for run in runs}  # per run: each round's median step, seconds
+        durations = {run: [] for run in runs}
         for _ in range(FLAGS.rounds):
             for run, step in steps.items():
-                durations[run] += step_durations(step, batch, 0, FLAGS.steps)
-        for side, precision in runs:
-            seconds = statistics.median(durations[side, precision])
-            speeds[side, precision] = tokens / seconds
-            utilisation = step_flops / seconds / peaks[precision]
-            ratio = speeds[side, precision] / speeds["keras_hub", "none"]
-            print(f"{side + ' ' + precision:>20}: {seconds * 1000:8.1f} ms/step "
-                  f"{speeds[side, precision]:8.0f} tokens/s MFU {utilisation:6.1%}  "
-                  f"{ratio:5.2f}x keras-hub")
+                timed = step_durations(step, batch, 0, FLAGS.steps)
+                durations[run] += timed
+                rounds[run].append(statistics.median(timed))
+        baseline = ("keras_hub", "none")
+        for run in runs:
+            seconds = statistics.median(durations[run])
+            utilisation = step_flops / seconds / peaks[run[1]]
+            print(f"{' '.join(run):>20}: {seconds * 1000:8.1f} ms/step "
+                  f"{tokens / seconds:8.0f} tokens/s MFU {utilisation:6.1%}  "
+                  f"{paired_ratio(rounds, run, baseline)} keras-hub")
+        pairs = [(("electra_tf", p), ("electra_tf", "none")) for p in FLAGS.precisions
+                 if p != "none" and "none" in FLAGS.precisions]
+        pairs += [(("electra_tf", p), ("torch", p)) for p in FLAGS.precisions]
+        for faster, slower in pairs:
+            print(f"{' '.join(faster):>20}: {paired_ratio(rounds, faster, slower)} "
+                  f"{' '.join(slower)}")
     print(f"\nmemory at {max(batch_sizes)}x{FLAGS.seq_length}, each side in a fresh process:")
     for side, precision in runs:
         before, training = peak_memory_mib(side, precision, max(batch_sizes))
