@@ -19,9 +19,8 @@ against our fp32, ours against torch in each precision; the median of the rounds
 and their range. Sides of one round run within a minute of each other, while the machines
 this runs on change speed for minutes at a time: a ratio of medians over the whole run
 mixes spells (one run gave our bf16 1.32x our fp32 by medians, steps of the two alternating
-in one process 1.4-1.6x). Then
-the peak resident memory of each side training at the largest batch, each in a fresh
-process.
+in one process 1.4-1.6x). Then the peak resident memory of each side training at the
+largest batch, each in a fresh process.
 """
 
 import importlib
