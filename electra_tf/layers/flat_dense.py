@@ -79,10 +79,15 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     flat_activation = activation if len(produced) == 1 else None
 
     def product(split):
-        # `matmul`'s gradient serves training; outside it, its custom-gradient identities
-        # would keep Grappler from fusing the product with its bias and activation in a
-        # `tf.cond`'s branch (measured: 60 of an export's 74 products unfused).
-        y = (split_matmul if split else matmul if training else tf.matmul)(x, kernel)
+        if split:
+            y = split_matmul(x, kernel)
+        elif training:
+            y = matmul(x, kernel)
+        else:
+            # Not `matmul`: its gradient serves training, and its custom-gradient identities
+            # would keep Grappler from fusing the product with its bias and activation in a
+            # `tf.cond`'s branch (measured: 60 of an export's 74 products unfused).
+            y = tf.matmul(x, kernel)
         if bias is not None:
             y = tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
