@@ -21,7 +21,7 @@ import tensorflow as tf
 from electra_tf import files
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.readers import jsonl_rows
-from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.encoder import ElectraEncoder, input_specs
 from electra_tf.pretraining import flops
 from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import tokenize_ragged
@@ -152,8 +152,9 @@ def _probe_rows(path: str) -> list:
 def feature_function(encoder):
     """A compiled function: the encoder's inputs -> their frozen features (inference mode):
     the last layer's `[CLS]` vector and its mean over the real tokens, [batch, 2 x hidden].
-    Made once per encoder, so each probe runs the same traced graph."""
-    @tf.function(reduce_retracing=True)
+    Made once per encoder and traced once for every batch shape (each batch is cut to its
+    own length), so each probe runs the same graph."""
+    @tf.function(input_signature=[input_specs()])
     def features(batch):
         sequence = tf.cast(encoder(batch, training=False)["sequence_output"], tf.float32)
         mask = tf.cast(batch["input_mask"], tf.float32)[..., None]

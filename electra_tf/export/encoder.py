@@ -19,14 +19,10 @@ import tensorflow as tf
 
 from electra_tf import files, run_dir
 from electra_tf.layers import flat_dense
-from electra_tf.layers.encoder import INPUT_NAMES
+from electra_tf.layers.encoder import INPUT_NAMES, input_specs
 from electra_tf.models.serving import Reusable
 from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import ElectraTokenizer
-
-
-def _encoder_inputs_spec():
-    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 
 
 def build_encoder_module(encoder, vocab_path: str):
@@ -57,10 +53,10 @@ def build_encoder_module(encoder, vocab_path: str):
 
     with flat_dense.split_per_call():
         for training in (False, True):
-            call.get_concrete_function(_encoder_inputs_spec(), training=training)
+            call.get_concrete_function(input_specs(), training=training)
     module.__call__ = call
 
-    @tf.function(input_signature=[_encoder_inputs_spec()])
+    @tf.function(input_signature=[input_specs()])
     def serve(inputs):
         outputs = call(inputs, training=False)
         flat = {k: outputs[k] for k in ("sequence_output", "pooled_output", "default")}

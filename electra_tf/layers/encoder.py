@@ -2,6 +2,7 @@
 
 import keras
 import keras_hub
+import tensorflow as tf
 
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.closed_form_layer_normalization import use_closed_form_layer_norms
@@ -12,6 +13,12 @@ from electra_tf.layers.layer_stack import apply_layer_stack
 from electra_tf.layers.query_first_attention import put_query_first
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def input_specs() -> dict:
+    """The encoder's inputs for any batch and length, as a `tf.function`'s signature: one
+    trace serves them all."""
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
