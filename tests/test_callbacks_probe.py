@@ -4,11 +4,12 @@ beside a random encoder's, during pretraining."""
 import os
 import random
 
+import numpy as np
 import pytest
 
 from conftest import DEMO, jsonl, novel_or_speech, read_jsonl
-from electra_tf.callbacks import (DownstreamProbe, ProbeOptions, ProbeTask, feature_function,
-                                  probe_accuracy, random_encoder_accuracy)
+from electra_tf.callbacks import (DownstreamProbe, ProbeOptions, ProbeTask, encoder_features,
+                                  feature_function, probe_accuracy, random_encoder_accuracy)
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import TaskDataError
 
@@ -59,6 +60,24 @@ def test_a_pretraining_run_probes_on_schedule_and_resumes_its_history(tmp_path, 
     assert [p["step"] for p in resumed["history"]] == [0, 5, 10, 15]
     assert resumed["history"][:3] == probe["history"]  # kept, not measured again
     assert resumed["random_accuracy"] == probe["random_accuracy"]
+
+
+def test_the_features_of_every_batch_shape_come_from_one_trace():
+    """Each probe batch is cut to its own length; tracing per shape would cost a real
+    encoder's probe seconds (ELECTRA-Small: ~1.2 s per trace)."""
+    from electra_tf import ElectraEncoder
+
+    config = ElectraConfig.preset("tiny", vocab_size=16)
+    encoder = ElectraEncoder.from_electra_config(config)
+    mask = np.zeros((4, 48), np.int32)
+    mask[:2, :10] = mask[2:, :40] = 1  # batches of 2 cut to 16 and 48 tokens
+    inputs = {"input_word_ids": mask * 5, "input_mask": mask,
+              "input_type_ids": np.zeros_like(mask)}
+    encoder(inputs)  # built, as the probe's encoders are
+    features = feature_function(encoder)
+    values = encoder_features(features, inputs, batch_size=2)
+    assert values.shape == (4, 2 * config.hidden_size) and np.all(np.isfinite(values))
+    assert features.experimental_get_tracing_count() == 1
 
 
 def test_probe_inputs_are_checked_before_the_run_starts(tmp_path):
