@@ -67,6 +67,16 @@ def test_the_encoder_reads_up_to_the_last_real_token_with_the_same_logits(fitted
     np.testing.assert_allclose(logits, full, atol=1e-5)
 
 
+def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
+    preprocessor = fitted[0].preprocessor
+    batch = preprocessor(["a fine film", "dull"])["input_word_ids"]
+    assert batch.shape == (2, 32)
+    np.testing.assert_array_equal(
+        batch, preprocessor(tf.constant(["a fine film", "dull"]))["input_word_ids"])
+    pair = preprocessor((tf.constant(["a fine film"]), tf.constant(["dull"])), y=None)
+    assert int(tf.reduce_max(pair["input_type_ids"])) == 1
+
+
 def test_one_step_moves_each_depth_by_its_layerwise_rate(pretrained_dir):
     """The wiring, not the multiplier function alone: Adam without bias correction moves
     an undecayed weight by lr x multiplier x ~3.16 on the first step, whatever its

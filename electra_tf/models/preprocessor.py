@@ -37,7 +37,8 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         self.truncation = truncation
 
     def call(self, x, y=None, sample_weight=None):
-        segments = list(x) if isinstance(x, (tuple, list)) else [x]
+        # A tuple holds segments; a list is a batch of texts, as in keras-hub.
+        segments = list(x) if isinstance(x, tuple) else [x]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"ElectraPreprocessor takes a text or a pair of texts per "
                              f"example; got {len(segments)} segments.")
