@@ -67,6 +67,31 @@ def test_the_encoder_reads_up_to_the_last_real_token_with_the_same_logits(fitted
     np.testing.assert_allclose(logits, full, atol=1e-5)
 
 
+def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
+    """In-memory texts are packed eagerly (a `tf.data` map traced the preprocessor anew
+    on every call: ~0.5 s), in batches, singles and pairs alike, to the model's own
+    answers; a dataset still goes through keras-hub's pipeline."""
+    clf, texts, _ = fitted
+    eager = []
+    original_call = clf.preprocessor.call
+    clf.preprocessor.call = lambda *a, **kw: (eager.append(tf.executing_eagerly())
+                                               or original_call(*a, **kw))
+    try:
+        singles = clf.predict(texts[:5], batch_size=2, verbose=0)
+        pairs = clf.predict((texts[:5], texts[5:10]), batch_size=2, verbose=0)
+    finally:
+        clf.preprocessor.call = original_call
+    assert eager and all(eager)
+
+    def answers(*segments):
+        packed = clf.preprocessor(tuple(tf.constant(s) for s in segments), y=None)
+        return tf.nn.softmax(clf(packed, training=False)).numpy()
+    np.testing.assert_allclose(singles, answers(texts[:5]), atol=1e-6)
+    np.testing.assert_allclose(pairs, answers(texts[:5], texts[5:10]), atol=1e-6)
+    streamed = clf.predict(tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2), verbose=0)
+    np.testing.assert_allclose(streamed, singles, atol=1e-6)
+
+
 def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     preprocessor = fitted[0].preprocessor
     batch = preprocessor(["a fine film", "dull"])["input_word_ids"]

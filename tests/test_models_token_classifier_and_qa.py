@@ -34,6 +34,11 @@ def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
     assert [len(p) for p in predicted] == [len(w) for w in words[:6]]
     assert {t for p in predicted for t in p} <= set(tagger.output_tags())
     assert not any(t.startswith(("S-", "E-")) for p in predicted for t in p)  # IOB2 out
+    # Batches of 5, 5 and then 9 words at most answer as one batch does.
+    uneven = [words[0][:3], words[1][:5], words[2][:2], words[3][:5], words[4][:1],
+              (words[5] * 9)[:9]]
+    assert tagger.predict(uneven, batch_size=2, verbose=0) == tagger.predict(
+        uneven, batch_size=6, verbose=0)
     with pytest.raises(ConfigError, match="lists of words"):
         tagger.predict(["a sentence as one string"])
     with pytest.raises(ConfigError, match="not among label_names"):

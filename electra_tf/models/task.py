@@ -14,6 +14,7 @@ from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.models import serving
 from electra_tf.models.finetuned import load_task_model
+from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
 from electra_tf.training import optimization
@@ -21,6 +22,8 @@ from electra_tf.training.graph_optimization import one_optimization_round
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
 KERAS_BATCH_SIZE = 32
+# Inputs that `predict` packs itself, rather than through a `tf.data` pipeline.
+IN_MEMORY = (list, tuple, dict, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
 class ElectraTask(keras_hub.models.Task):
@@ -123,6 +126,25 @@ class ElectraTask(keras_hub.models.Task):
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,
                                sample_weight=sample_weight, **kwargs)
 
+    def predict(self, x=None, batch_size=None, **kwargs):
+        """keras-hub's `predict`, except that in-memory inputs (lists, arrays, tensors, or a
+        tuple / dict of them) are packed in eager mode batch by batch (`PackedBatches`):
+        a call on a few texts takes the model's time, not ~0.5 s more."""
+        if self.preprocessor is None or not isinstance(x, IN_MEMORY):
+            return super().predict(x, batch_size=batch_size, **kwargs)
+        batches = PackedBatches(self.prediction_examples(x), self.preprocess_samples,
+                                batch_size or KERAS_BATCH_SIZE)
+        # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
+        return keras.Model.predict(self, batches, **kwargs)
+
+    def prediction_examples(self, x):
+        """In-memory inputs of `predict` as tensors, one example per row."""
+        if isinstance(x, tuple):
+            return tuple(_as_tensor(part) for part in x)
+        if isinstance(x, dict):
+            return {name: _as_tensor(part) for name, part in x.items()}
+        return _as_tensor(x)
+
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
         """One element per example of the arrays (or lists) `fit` was given."""
         return tf.data.Dataset.from_tensor_slices(
@@ -216,6 +238,10 @@ class ElectraTask(keras_hub.models.Task):
             if isinstance(config.get(key), dict):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
+
+
+def _as_tensor(value):
+    return value if isinstance(value, tf.RaggedTensor) else tf.convert_to_tensor(value)
 
 
 def encoder_inputs(inputs: dict) -> dict:

@@ -81,7 +81,12 @@ class ElectraTokenClassifier(ElectraTask):
         words = x if isinstance(x, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(
             x, padding="")
         inputs, word_starts = self.preprocessor.pack_words(words)
-        inputs = {**inputs, "word_starts": word_starts,
+        # As wide as the most words a sequence holds, whatever the batch: batches of
+        # predictions concatenate, and `predict`'s batches share one shape.
+        width = self.preprocessor.sequence_length - 2
+        held = word_starts[:, :width]
+        held = tf.pad(held, [[0, 0], [0, width - tf.shape(held)[1]]], constant_values=-1)
+        inputs = {**inputs, "word_starts": held,
                   "num_words": tf.cast(words.row_lengths(), tf.int32)}
         if y is None:
             return keras.utils.pack_x_y_sample_weight(inputs, None, sample_weight)
@@ -150,24 +155,20 @@ class ElectraTokenClassifier(ElectraTask):
         logits = self(x, training=False)
         if "word_starts" not in x:
             return logits
-        # Every batch as wide as the most words a sequence holds, so batches concatenate.
-        width = self.preprocessor.sequence_length - 2
-        starts = x["word_starts"][:, :width]
-        starts = tf.pad(starts, [[0, 0], [0, width - tf.shape(starts)[1]]],
-                        constant_values=-1)
-        return {**self.word_outputs(logits, starts), "num_words": x["num_words"]}
+        return {**self.word_outputs(logits, x["word_starts"]), "num_words": x["num_words"]}
 
     def predict(self, x, batch_size=None, **kwargs):
         """Lists of words in; each sentence's tags out (label names, IOB2 for a BIOES
         model; "O" for words cut by the length). Without a preprocessor: logits."""
+        outputs = super().predict(x, batch_size=batch_size, **kwargs)
         if self.preprocessor is None:
-            return super().predict(x, batch_size=batch_size, **kwargs)
-        if not isinstance(x, tf.data.Dataset):
-            x = batched(tf.data.Dataset.from_tensor_slices(_ragged_words(x)), batch_size)
-        outputs = super().predict(x, **kwargs)
+            return outputs
         names = self.output_tags()
         return [[names[i] if i >= 0 else "O" for i in ids[:n]] + ["O"] * (n - len(ids))
                 for ids, n in zip(outputs["tag_ids"], outputs["num_words"])]
+
+    def prediction_examples(self, x):
+        return _ragged_words(x)
 
     def output_tags(self) -> list:
         """The predicted tag of each class id (IOB2 for a BIOES model)."""

@@ -1,0 +1,31 @@
+"""`PackedBatches`: in-memory examples packed batch by batch in eager mode, for `predict`."""
+
+import keras
+import tensorflow as tf
+
+
+class PackedBatches(keras.utils.PyDataset):
+    """Batches of `examples` (tensors, ragged ones too, or a tuple / dict of them, one
+    example per row) passed through `preprocess` eagerly, one batch per item.
+
+    Why not keras-hub's `tf.data` map: every `predict` call builds a new pipeline, and
+    `tf.data` traces and instantiates the preprocessing function anew each time (~0.5 s
+    with a tokenizer: more than the model takes on a few texts). Packing eagerly costs
+    ~15 ms a batch and no trace; the batches stream, so memory stays bounded.
+    """
+
+    def __init__(self, examples, preprocess, batch_size: int):
+        super().__init__()
+        self.examples = examples
+        self.preprocess = preprocess
+        self.batch_size = batch_size
+        self.size = int(tf.nest.flatten(examples)[0].shape[0])
+
+    def __len__(self):
+        return -(-self.size // self.batch_size)
+
+    def __getitem__(self, index):
+        begin = index * self.batch_size
+        batch = tf.nest.map_structure(lambda t: t[begin:begin + self.batch_size],
+                                      self.examples)
+        return tf.nest.map_structure(lambda t: t.numpy(), self.preprocess(batch))
