@@ -92,6 +92,22 @@ def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
     np.testing.assert_allclose(streamed, singles, atol=1e-6)
 
 
+def test_predict_traces_the_model_once_for_every_batch_size(fitted):
+    """Keras's predict function traces the first batch's exact shape, then again a
+    generalised one at the next size; ours traces the generalised one first."""
+    clf, texts, _ = fitted
+    clf.make_predict_function(force=True)
+    traces = []
+    original_step = clf.predict_step
+    clf.predict_step = lambda data: traces.append(1) or original_step(data)
+    try:
+        for n in (1, 3, 5):
+            clf.predict(texts[:n], verbose=0)
+    finally:
+        del clf.predict_step
+    assert len(traces) == 1
+
+
 def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     preprocessor = fitted[0].preprocessor
     batch = preprocessor(["a fine film", "dull"])["input_word_ids"]
