@@ -90,6 +90,10 @@ def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
     np.testing.assert_allclose(pairs, answers(texts[:5], texts[5:10]), atol=1e-6)
     streamed = clf.predict(tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2), verbose=0)
     np.testing.assert_allclose(streamed, singles, atol=1e-6)
+    with pytest.raises(ConfigError, match="no examples"):
+        clf.predict([])
+    with pytest.raises(ConfigError, match=r"different lengths \[2, 3\]"):
+        clf.predict((texts[:3], texts[:2]))
 
 
 def test_predict_traces_the_model_once_for_every_batch_size(fitted):

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from electra_tf.errors import ConfigError
+
 
 class PackedBatches(keras.utils.PyDataset):
     """Batches of `examples` (tensors, ragged ones too, or a tuple / dict of them, one
@@ -19,7 +21,13 @@ class PackedBatches(keras.utils.PyDataset):
         self.examples = examples
         self.preprocess = preprocess
         self.batch_size = batch_size
-        self.size = int(tf.nest.flatten(examples)[0].shape[0])
+        sizes = sorted({int(part.shape[0]) for part in tf.nest.flatten(examples)})
+        if len(sizes) > 1:
+            raise ConfigError(f"predict() got inputs of different lengths {sizes}: give one "
+                              "row per example in each.")
+        if not sizes[0]:
+            raise ConfigError("predict() got no examples: give at least one.")
+        self.size = sizes[0]
 
     def __len__(self):
         return -(-self.size // self.batch_size)

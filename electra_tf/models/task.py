@@ -259,8 +259,8 @@ class ElectraTask(keras_hub.models.Task):
 
 
 def _any_batch_size(value):
-    """A tensor's spec with its batch size left open; anything else as it is."""
-    if isinstance(value, tf.Tensor):
+    """A batched tensor's spec with its batch size left open; anything else as it is."""
+    if isinstance(value, tf.Tensor) and value.shape.rank:
         return tf.TensorSpec([None, *value.shape[1:]], value.dtype)
     return value
 
