@@ -67,11 +67,13 @@ def test_the_encoder_reads_up_to_the_last_real_token_with_the_same_logits(fitted
     np.testing.assert_allclose(logits, full, atol=1e-5)
 
 
-def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
+def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fitted):
     """In-memory texts are packed eagerly (a `tf.data` map traced the preprocessor anew
     on every call: ~0.5 s), in batches, singles and pairs alike, to the model's own
-    answers; a dataset still goes through keras-hub's pipeline."""
+    answers; labels of `evaluate` may be names, as in `fit`; a dataset still goes
+    through keras-hub's pipeline."""
     clf, texts, _ = fitted
+    labels = _sentiment(5)[1]
     eager = []
     original_call = clf.preprocessor.call
     clf.preprocessor.call = lambda *a, **kw: (eager.append(tf.executing_eagerly())
@@ -79,9 +81,14 @@ def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
     try:
         singles = clf.predict(texts[:5], batch_size=2, verbose=0)
         pairs = clf.predict((texts[:5], texts[5:10]), batch_size=2, verbose=0)
+        scores = clf.evaluate(texts[:5], labels, batch_size=2, verbose=0, return_dict=True)
     finally:
         clf.preprocessor.call = original_call
     assert eager and all(eager)
+    ids = clf.label_ids(labels)
+    streamed_scores = clf.evaluate(tf.data.Dataset.from_tensor_slices((texts[:5], ids))
+                                   .batch(2), verbose=0, return_dict=True)
+    assert scores == pytest.approx(streamed_scores, rel=1e-5)
 
     def answers(*segments):
         packed = clf.preprocessor(tuple(tf.constant(s) for s in segments), y=None)
@@ -90,7 +97,7 @@ def test_predict_packs_texts_in_memory_eagerly_and_answers_as_the_model(fitted):
     np.testing.assert_allclose(pairs, answers(texts[:5], texts[5:10]), atol=1e-6)
     streamed = clf.predict(tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2), verbose=0)
     np.testing.assert_allclose(streamed, singles, atol=1e-6)
-    with pytest.raises(ConfigError, match="no examples"):
+    with pytest.raises(ConfigError, match="No examples"):
         clf.predict([])
     with pytest.raises(ConfigError, match=r"different lengths \[2, 3\]"):
         clf.predict((texts[:3], texts[:2]))

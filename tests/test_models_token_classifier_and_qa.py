@@ -34,6 +34,11 @@ def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
     assert [len(p) for p in predicted] == [len(w) for w in words[:6]]
     assert {t for p in predicted for t in p} <= set(tagger.output_tags())
     assert not any(t.startswith(("S-", "E-")) for p in predicted for t in p)  # IOB2 out
+    # evaluate on lists (packed eagerly) scores as on their dataset (keras-hub's map).
+    scores = tagger.evaluate(words[:6], tags[:6], batch_size=4, verbose=0, return_dict=True)
+    streamed = tagger.evaluate(tagger.examples_dataset(words[:6], tags[:6]).ragged_batch(4),
+                               verbose=0, return_dict=True)
+    assert scores == pytest.approx(streamed, rel=1e-5) and 0 < scores["accuracy"] <= 1
     # Batches of 5, 5 and then 9 words at most answer as one batch does.
     uneven = [words[0][:3], words[1][:5], words[2][:2], words[3][:5], words[4][:1],
               (words[5] * 9)[:9]]

@@ -1,4 +1,5 @@
-"""`PackedBatches`: in-memory examples packed batch by batch in eager mode, for `predict`."""
+"""`PackedBatches`: in-memory examples packed batch by batch in eager mode, for `predict`
+and `evaluate`."""
 
 import keras
 import tensorflow as tf
@@ -7,26 +8,28 @@ from electra_tf.errors import ConfigError
 
 
 class PackedBatches(keras.utils.PyDataset):
-    """Batches of `examples` (tensors, ragged ones too, or a tuple / dict of them, one
-    example per row) passed through `preprocess` eagerly, one batch per item.
+    """Batches of `parts` (inputs and, optionally, labels and sample weights, or None:
+    tensors, ragged ones too, or tuples / dicts of them, one example per row) passed
+    through `preprocess(*parts)` eagerly, one batch per item.
 
-    Why not keras-hub's `tf.data` map: every `predict` call builds a new pipeline, and
-    `tf.data` traces and instantiates the preprocessing function anew each time (~0.5 s
-    with a tokenizer: more than the model takes on a few texts). Packing eagerly costs
-    ~15 ms a batch and no trace; the batches stream, so memory stays bounded.
+    Why not keras-hub's `tf.data` map: every `predict` / `evaluate` call builds a new
+    pipeline, and `tf.data` traces and instantiates the preprocessing function anew each
+    time (~0.5 s with a tokenizer: more than the model takes on a few texts). Packing
+    eagerly costs ~15 ms a batch and no trace; the batches stream, so memory stays bounded.
     """
 
-    def __init__(self, examples, preprocess, batch_size: int):
+    def __init__(self, parts: tuple, preprocess, batch_size: int):
         super().__init__()
-        self.examples = examples
+        self.parts = parts
         self.preprocess = preprocess
         self.batch_size = batch_size
-        sizes = sorted({int(part.shape[0]) for part in tf.nest.flatten(examples)})
+        sizes = sorted({int(t.shape[0]) for part in parts if part is not None
+                        for t in tf.nest.flatten(part)})
         if len(sizes) > 1:
-            raise ConfigError(f"predict() got inputs of different lengths {sizes}: give one "
+            raise ConfigError(f"Inputs (or labels) of different lengths {sizes}: give one "
                               "row per example in each.")
         if not sizes[0]:
-            raise ConfigError("predict() got no examples: give at least one.")
+            raise ConfigError("No examples: give at least one.")
         self.size = sizes[0]
 
     def __len__(self):
@@ -34,6 +37,6 @@ class PackedBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         begin = index * self.batch_size
-        batch = tf.nest.map_structure(lambda t: t[begin:begin + self.batch_size],
-                                      self.examples)
-        return tf.nest.map_structure(lambda t: t.numpy(), self.preprocess(batch))
+        batch = [None if part is None else tf.nest.map_structure(
+            lambda t: t[begin:begin + self.batch_size], part) for part in self.parts]
+        return tf.nest.map_structure(lambda t: t.numpy(), self.preprocess(*batch))

@@ -132,10 +132,20 @@ class ElectraTask(keras_hub.models.Task):
         a call on a few texts takes the model's time, not ~0.5 s more."""
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
-        batches = PackedBatches(self.prediction_examples(x), self.preprocess_samples,
+        batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
                                 batch_size or KERAS_BATCH_SIZE)
         # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
         return keras.Model.predict(self, batches, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
+        packs them, with labels as `fit` takes them."""
+        if self.preprocessor is None or not isinstance(x, IN_MEMORY):
+            return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                                    **kwargs)
+        parts = (self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight))
+        batches = PackedBatches(parts, self.preprocess_samples, batch_size or KERAS_BATCH_SIZE)
+        return keras.Model.evaluate(self, batches, **kwargs)
 
     def make_predict_function(self, force=False):
         """Keras's predict function, traced once for every batch size: Keras's own traces
@@ -155,18 +165,20 @@ class ElectraTask(keras_hub.models.Task):
         self.predict_function = predict_function
         return predict_function
 
-    def prediction_examples(self, x):
-        """In-memory inputs of `predict` as tensors, one example per row."""
-        if isinstance(x, tuple):
-            return tuple(_as_tensor(part) for part in x)
-        if isinstance(x, dict):
-            return {name: _as_tensor(part) for name, part in x.items()}
-        return _as_tensor(x)
+    def example_tensors(self, x):
+        """In-memory inputs (of `fit`, `evaluate`, `predict`) as tensors, one example per
+        row."""
+        return _tensors(x)
+
+    def label_tensors(self, y):
+        """In-memory labels (of `fit`, `evaluate`) as tensors, one example per row; None
+        stays None."""
+        return _tensors(y)
 
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
         """One element per example of the arrays (or lists) `fit` was given."""
-        return tf.data.Dataset.from_tensor_slices(
-            keras.utils.pack_x_y_sample_weight(x, y, sample_weight))
+        return tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(
+            self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight)))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
@@ -265,8 +277,15 @@ def _any_batch_size(value):
     return value
 
 
-def _as_tensor(value):
-    return value if isinstance(value, tf.RaggedTensor) else tf.convert_to_tensor(value)
+def _tensors(value):
+    """Arrays, lists, tensors, or a tuple / dict of them, as tensors; None stays None."""
+    if value is None or isinstance(value, tf.RaggedTensor):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_tensors(part) for part in value)
+    if isinstance(value, dict):
+        return {name: _tensors(part) for name, part in value.items()}
+    return tf.convert_to_tensor(value)
 
 
 def encoder_inputs(inputs: dict) -> dict:

@@ -92,6 +92,9 @@ class ElectraTextClassifier(ElectraTask):
         return super().fit(x, self.label_ids(y), *args, validation_data=validation_data,
                            **kwargs)
 
+    def label_tensors(self, y):
+        return super().label_tensors(self.label_ids(y))
+
     def label_ids(self, labels):
         """Class names (of `label_names`) -> ids; anything else as it is."""
         if self.regression or not self.label_names or labels is None or isinstance(

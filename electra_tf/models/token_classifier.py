@@ -99,13 +99,13 @@ class ElectraTokenClassifier(ElectraTask):
             weights *= tf.cast(sample_weight, weights.dtype)[:, None]
         return inputs, labels, weights
 
-    def examples_dataset(self, x, y=None, sample_weight=None):
-        if self.preprocessor is None:
-            return super().examples_dataset(x, y, sample_weight)
-        words = _ragged_words(x)
-        tags = None if y is None else tf.ragged.constant(self.label_ids(y), tf.int32)
-        return tf.data.Dataset.from_tensor_slices(
-            keras.utils.pack_x_y_sample_weight(words, tags, sample_weight))
+    def example_tensors(self, x):
+        return super().example_tensors(x) if self.preprocessor is None else _ragged_words(x)
+
+    def label_tensors(self, y):
+        if self.preprocessor is None or y is None:
+            return super().label_tensors(y)
+        return tf.ragged.constant(self.label_ids(y), tf.int32)
 
     def label_ids(self, tag_sequences) -> list:
         """Tag names (IOB or BIOES for a BIOES model) -> ids, per sentence; ids as they
@@ -132,12 +132,6 @@ class ElectraTokenClassifier(ElectraTask):
             validation_data = batched(self.examples_dataset(*validation_data), batch_size)
         return super().fit(x, y, *args, validation_data=validation_data,
                            batch_size=batch_size, **kwargs)
-
-    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        if self.preprocessor is not None and not isinstance(x, tf.data.Dataset):
-            x = batched(self.examples_dataset(x, y, sample_weight), batch_size)
-            y = sample_weight = None
-        return super().evaluate(x, y, sample_weight=sample_weight, **kwargs)
 
     # ------------------------------------------------------------------ predicting
     def word_outputs(self, logits, word_starts) -> dict:
@@ -166,9 +160,6 @@ class ElectraTokenClassifier(ElectraTask):
         names = self.output_tags()
         return [[names[i] if i >= 0 else "O" for i in ids[:n]] + ["O"] * (n - len(ids))
                 for ids, n in zip(outputs["tag_ids"], outputs["num_words"])]
-
-    def prediction_examples(self, x):
-        return _ragged_words(x)
 
     def output_tags(self) -> list:
         """The predicted tag of each class id (IOB2 for a BIOES model)."""
