@@ -94,6 +94,9 @@ def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fi
         packed = clf.preprocessor(tuple(tf.constant(s) for s in segments), y=None)
         return tf.nn.softmax(clf(packed, training=False)).numpy()
     np.testing.assert_allclose(singles, answers(texts[:5]), atol=1e-6)
+    one_batch = clf.predict(texts[:5], verbose=0)  # run without Keras's loop
+    assert isinstance(one_batch, np.ndarray)
+    np.testing.assert_allclose(one_batch, singles, atol=1e-6)
     np.testing.assert_allclose(pairs, answers(texts[:5], texts[5:10]), atol=1e-6)
     streamed = clf.predict(tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2), verbose=0)
     np.testing.assert_allclose(streamed, singles, atol=1e-6)
