@@ -122,6 +122,33 @@ def test_predict_traces_the_model_once_for_every_batch_size(fitted):
     assert len(traces) == 1
 
 
+def test_predict_under_a_mirrored_strategy_answers_once_per_text(pretrained_dir):
+    """Two replicas (logical CPUs, set up before TensorFlow starts: a process of its
+    own): one row per text, the model's own answers; the head's weights exist before
+    the generalised trace (created in it, MirroredStrategy cannot lift them)."""
+    code = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import electra_tf
+texts = ["a fine film", "dull", "it was long", "great fun", "no"]
+with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(sys.argv[1], num_classes=2,
+                                                           sequence_length=16)
+predicted = clf.predict(texts, batch_size=2, verbose=0)
+alone = clf.predict(texts[:1], verbose=0)
+direct = tf.nn.softmax(clf(clf.preprocessor(tf.constant(texts)), training=False)).numpy()
+assert predicted.shape == (5, 2) and alone.shape == (1, 2), (predicted.shape, alone.shape)
+np.testing.assert_allclose(predicted, direct, atol=1e-5)
+np.testing.assert_allclose(alone, direct[:1], atol=1e-5)
+print("ok")
+"""
+    result = run_command("python", "-c", code, pretrained_dir)
+    assert result.stdout.splitlines()[-1] == "ok"
+
+
 def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     preprocessor = fitted[0].preprocessor
     batch = preprocessor(["a fine film", "dull"])["input_word_ids"]

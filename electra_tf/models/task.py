@@ -22,7 +22,7 @@ from electra_tf.training.graph_optimization import one_optimization_round
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
 KERAS_BATCH_SIZE = 32
-# Inputs that `predict` packs itself, rather than through a `tf.data` pipeline.
+# Inputs that `predict` and `evaluate` pack themselves, not through a `tf.data` pipeline.
 IN_MEMORY = (list, tuple, dict, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
@@ -137,10 +137,12 @@ class ElectraTask(keras_hub.models.Task):
         batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
                                 batch_size or KERAS_BATCH_SIZE)
         if len(batches) == 1 and kwargs.get("verbose", "auto") in ("auto", 0) and not (
-                kwargs.get("callbacks") or kwargs.get("steps")):
+                kwargs.get("callbacks") or kwargs.get("steps")) and (
+                self.distribute_strategy.num_replicas_in_sync == 1):
             # One batch, nothing to report: run it directly. Keras's loop (data adapter,
             # iterator, callbacks) costs ~50 ms a call, more than ELECTRA-Small takes on
-            # a few texts.
+            # a few texts. (Replicas would each get the whole batch: Keras's loop splits
+            # it.)
             self.make_predict_function()
             return tf.nest.map_structure(lambda t: t.numpy(),
                                          self.predict_function([batches[0]]))
@@ -163,6 +165,10 @@ class ElectraTask(keras_hub.models.Task):
         (~1.3 s more for ELECTRA-Small); this one traces the generalised ones first."""
         if self.predict_function is not None and not force:
             return self.predict_function
+        # Weights created while tracing would make TensorFlow trace again, and cannot be
+        # created in a trace of unknown shapes under a MirroredStrategy.
+        with self.distribute_strategy.scope():
+            self.build_weights()
         super().make_predict_function(force)
         if self.run_eagerly:
             return self.predict_function
