@@ -152,6 +152,7 @@ class ElectraTask(keras_hub.models.Task):
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
         packs them, with labels as `fit` takes them."""
+        self.build_weights()  # before Keras traces: as in `make_predict_function`
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                     **kwargs)
@@ -167,8 +168,7 @@ class ElectraTask(keras_hub.models.Task):
             return self.predict_function
         # Weights created while tracing would make TensorFlow trace again, and cannot be
         # created in a trace of unknown shapes under a MirroredStrategy.
-        with self.distribute_strategy.scope():
-            self.build_weights()
+        self.build_weights()
         super().make_predict_function(force)
         if self.run_eagerly:
             return self.predict_function
@@ -224,9 +224,11 @@ class ElectraTask(keras_hub.models.Task):
             **recipe)
 
     def build_weights(self) -> None:
-        """Creates every weight (one forward pass on a dummy packed batch)."""
+        """Creates every weight (one forward pass on a dummy packed batch), under the
+        model's distribution strategy."""
         if not self.built:
-            self.build()
+            with self.distribute_strategy.scope():
+                self.build()
 
     def build(self, input_shape=None):
         # keras-hub's Task.build only marks the model built; `load_model` needs every
