@@ -131,7 +131,7 @@ class ElectraTask(keras_hub.models.Task):
         tuple / dict of them) are packed in eager mode batch by batch (`PackedBatches`):
         a call on a few texts takes the model's time, not ~0.5 s more. Inputs that fit
         in one batch run without Keras's loop, so without a progress bar, unless
-        `verbose`, `callbacks` or `steps` ask for it."""
+        `verbose`, `callbacks` or `steps` ask for it or the model has several replicas."""
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
         batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
