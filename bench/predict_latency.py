@@ -87,8 +87,7 @@ def torch_pipeline(model_dir):
                               max_length=SEQUENCE_LENGTH, top_k=None)
 
 
-# Each side in its own process: a keras-hub task model built beside ours would change the
-# class hierarchy they share (keras#17270), and each first call is then a fresh process's.
+# Each side in its own process, so that each first call is a fresh process's.
 SIDES = {"ours": ours, "ours_tf_data": ours_through_tf_data, "keras_hub": keras_hub_bert,
          "torch": torch_pipeline}
 flags.DEFINE_enum("measure", None, list(SIDES),

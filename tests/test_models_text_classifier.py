@@ -4,6 +4,8 @@ recipe when nothing is compiled, and TF Serving exports that answer as `predict`
 
 import json
 
+import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -157,6 +159,36 @@ def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
         batch, preprocessor(tf.constant(["a fine film", "dull"]))["input_word_ids"])
     pair = preprocessor((tf.constant(["a fine film"]), tf.constant(["dull"])), y=None)
     assert int(tf.reduce_max(pair["input_type_ids"])) == 1
+
+
+def test_keras_hub_functional_task_models_share_the_process_with_ours():
+    """Building a keras-hub functional task puts `Functional` into the bases of the class
+    ours share with it (keras#17270); building ours made keras-hub take it out again."""
+    from keras_hub.src.utils.pipeline_model import PipelineModel
+
+    ids = np.full((2, 8), 7, np.int32)
+    ours_x = {"input_word_ids": ids, "input_mask": ids * 0 + 1, "input_type_ids": ids * 0}
+    theirs_x = {"token_ids": ids, "segment_ids": ids * 0, "padding_mask": ids * 0 + 1}
+
+    def ours():
+        return electra_tf.ElectraTextClassifier(electra_tf.ElectraEncoder.from_electra_config(
+            electra_tf.ElectraConfig.preset("tiny", vocab_size=100)), num_classes=2)
+
+    def theirs():
+        return keras_hub.models.BertTextClassifier(keras_hub.models.BertBackbone(
+            vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16,
+            intermediate_dim=32, max_sequence_length=16), num_classes=2, preprocessor=None)
+
+    bases = PipelineModel.__bases__
+    try:
+        first_ours, theirs_between, second_ours = ours(), theirs(), ours()
+        for model, x in ((first_ours, ours_x), (theirs_between, theirs_x),
+                         (second_ours, ours_x)):
+            assert model.predict(x, verbose=0).shape == (2, 2), model
+        assert not isinstance(first_ours, keras.src.models.functional.Functional)
+        assert isinstance(theirs_between, keras.src.models.functional.Functional)
+    finally:
+        PipelineModel.__bases__ = bases
 
 
 def test_one_step_moves_each_depth_by_its_layerwise_rate(pretrained_dir):

@@ -7,6 +7,8 @@ import keras
 import keras_hub
 import numpy as np
 import tensorflow as tf
+from keras.src.models.functional import Functional
+from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
 from electra_tf.errors import ConfigError
@@ -26,7 +28,25 @@ KERAS_BATCH_SIZE = 32
 IN_MEMORY = (list, tuple, dict, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
-class ElectraTask(keras_hub.models.Task):
+# What Keras puts into a class hierarchy to make a subclass of `keras.Model` functional.
+FUNCTIONAL_ONLY = frozenset(Functional.__mro__) - frozenset(keras.Model.__mro__)
+
+
+class SubclassedTaskType(type):
+    """Keeps our task models subclassed when a keras-hub functional task is built.
+
+    Building a functional subclass of `keras.Model` (keras-hub's `BertTextClassifier`, ...)
+    makes Keras set the bases of every class up to `keras.Model` to put `Functional` first
+    (keras#17270), keras-hub's `PipelineModel` included, which ours share: ours would then
+    run `Functional`'s methods ("no attribute '_inputs'"). Python asks a class's metaclass
+    for its method resolution order whenever the bases of a class above it change.
+    """
+
+    def mro(cls):
+        return [base for base in super().mro() if base not in FUNCTIONAL_ONLY]
+
+
+class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
     """An encoder, a task head and (optionally) the preprocessor that feeds them.
 
     With a preprocessor, `fit`, `evaluate` and `predict` take raw strings (keras-hub's
@@ -40,6 +60,16 @@ class ElectraTask(keras_hub.models.Task):
 
     Subclasses set `self.encoder` and their head before calling `super().__init__`.
     """
+
+    def __init__(self, *args, **kwargs):
+        # keras-hub's `PipelineModel.__init__` resets its own bases (its workaround for
+        # keras#17270), which would take `Functional` from keras-hub's functional task
+        # models built before this one; ours need no reset (`SubclassedTaskType`).
+        bases = PipelineModel.__bases__
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            PipelineModel.__bases__ = bases
 
     @property
     def backbone(self):
