@@ -2,7 +2,7 @@ r"""Raw text -> packed pretraining examples -> TFRecord shards (and manifest.jso
 
   electra-build-data --corpus 'texts/*.txt' --vocab vocab.txt --output_dir shards/ \
       --max_seq_length 128 --num_shards 64 [--num_processes 8] [--nolower_case]
-  electra-build-data --runner DirectRunner --corpus 'texts/*.txt' --vocab vocab.txt \
+  electra-build-data --runner FnApiRunner --corpus 'texts/*.txt' --vocab vocab.txt \
       --output_dir shards/ --num_shards 64      # as an Apache Beam pipeline
 
 Packing follows the official build_pretraining_dataset.py; `electra-pretrain --data
@@ -47,8 +47,9 @@ def define_flags():
                          "Seed of the packing's random choices (electra-pretrain --corpus "
                          "builds with the same one).")
     flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this runner "
-                        "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...; needs "
-                        "`pip install -r requirements-beam.txt`). Default: local processes.")
+                        "(FnApiRunner: on this machine; DataflowRunner, FlinkRunner, "
+                        "SparkRunner, ...; needs `pip install -r requirements-beam.txt`). "
+                        "Default: local processes.")
     flags.DEFINE_string("beam_pipeline_options", "", "With --runner: Beam's own options as "
                         "one string, e.g. '--project=P --region=R --temp_location=gs://b/t'.")
 

@@ -1,4 +1,5 @@
-"""The Beam builder (DirectRunner) against the local multi-process builder."""
+"""The Beam builder (Beam's in-process FnApiRunner) against the local multi-process
+builder."""
 
 import collections
 import glob
@@ -40,7 +41,7 @@ def corpus_pattern(tmp_path):
 
 
 def build_with_cli(corpus_pattern, vocab_path, output_dir, num_shards):
-    run_command("electra-build-data", "--runner", "DirectRunner", "--corpus", corpus_pattern,
+    run_command("electra-build-data", "--runner", "FnApiRunner", "--corpus", corpus_pattern,
                 "--vocab", vocab_path, "--output_dir", output_dir, "--max_seq_length", "32",
                 "--seed", "7", "--num_shards", num_shards, f"--beam_pipeline_options={ONE}")
     return builder.load_manifest(str(output_dir))
@@ -59,7 +60,7 @@ def test_beam_build_writes_the_examples_of_a_one_process_per_file_local_build(
     for key in ("num_examples", "num_tokens", "num_files", "corpus_bytes",
                 "undecodable_lines", "options", "vocab_sha256"):
         assert manifest[key] == local[key], key
-    assert manifest["runner"] == "DirectRunner" and manifest["undecodable_lines"] == 1
+    assert manifest["runner"] == "FnApiRunner" and manifest["undecodable_lines"] == 1
     batch = next(iter(pretraining_dataset(manifest["file_pattern"], 4, 32, seed=1)))
     assert batch["input_word_ids"].shape == (4, 32)
 

@@ -1,7 +1,7 @@
 r"""The pretraining-data builder as an Apache Beam pipeline, for corpora beyond one machine.
 
 Optional extra (`pip install -r requirements-beam.txt`); run through the builder's CLI:
-  electra-build-data --runner DirectRunner \
+  electra-build-data --runner FnApiRunner \
       --corpus 'texts/*.txt' --vocab vocab.txt --output_dir shards/ --num_shards 64
   electra-build-data --runner DataflowRunner \
       --corpus 'gs://bucket/texts/*.txt' --vocab vocab.txt --output_dir gs://bucket/shards \
@@ -109,12 +109,14 @@ def _counter(result, name: str) -> int:
 
 
 def build_with_beam(corpus_pattern: str, output_dir: str, options: builder.BuildOptions,
-                    num_shards: int, runner: str = "DirectRunner",
+                    num_shards: int, runner: str = "FnApiRunner",
                     pipeline_args: str = "") -> dict:
     """Runs the pipeline to completion and returns the manifest it wrote.
 
     `pipeline_args` are Beam's own options as one command-line string (e.g.
-    "--project=P --region=R --temp_location=gs://b/tmp"); `runner` overrides theirs.
+    "--project=P --region=R --temp_location=gs://b/tmp"); `runner` overrides theirs. The
+    default runs in this process: Beam's `DirectRunner` would first download its Prism
+    runner, and offline leaves an empty directory in the temporary directory.
     """
     if num_shards < 1:
         raise CorpusError(f"--num_shards={num_shards} must be at least 1.")
