@@ -2,6 +2,8 @@
 
 import json
 import os
+import tempfile
+from unittest import mock
 
 import pytest
 
@@ -19,7 +21,9 @@ from electra_tf.finetuning.tfds_data import read_tfds  # noqa: E402
 def prepare_glue(data_dir, config, splits):
     """Writes a prepared TFDS dataset the way `tfds build` leaves it: records serialized
     with the builder's own features, plus its split metadata and dataset_info.json."""
-    builder = tfds.builder(f"glue/{config}", data_dir=str(data_dir))
+    # The builder of a dataset not yet prepared leaves an empty temporary directory.
+    with mock.patch.object(tempfile, "tempdir", str(data_dir)):
+        builder = tfds.builder(f"glue/{config}", data_dir=str(data_dir))
     os.makedirs(builder.data_dir, exist_ok=True)
     infos = []
     for split, rows in splits.items():
@@ -71,9 +75,17 @@ def test_reads_glue_splits_with_glue_label_strings(tfds_dir):
         ("Unlabeled.", None)]
 
 
-def test_dataset_not_prepared_in_data_dir_is_a_clear_error(tmp_path):
+def test_dataset_not_prepared_in_data_dir_is_a_clear_error(tmp_path, monkeypatch):
+    """Without asking TFDS's builder, which would fetch the dataset's metadata from the
+    network and leave an empty temporary directory."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     with pytest.raises(TaskDataError, match="not prepared in"):
         read_tfds(tasks.get_task("qnli"), "glue/qnli", "train", str(tmp_path))
+    with pytest.raises(TaskDataError, match="glu not found"):
+        read_tfds(tasks.get_task("qnli"), "glu/qnli", "train", str(tmp_path))
+    assert not list(temporary.iterdir())
 
 
 def test_finetune_from_tfds(tfds_dir, pretrained_dir, tmp_path):

@@ -4,6 +4,7 @@ Reads datasets already prepared in `data_dir` (`download=False`): machines witho
 (ours, many users') copy a prepared TFDS directory over instead of downloading.
 """
 
+import os
 from typing import List
 
 from electra_tf.errors import TaskDataError
@@ -31,15 +32,28 @@ def read_tfds(task, name: str, split: str, data_dir: str, text_field="text",
     except ImportError:
         raise TaskDataError("--tfds_name needs tensorflow-datasets: "
                             "pip install tensorflow-datasets==4.9.10")
+    import tensorflow as tf
+
+    def not_prepared(splits_found):
+        return TaskDataError(
+            f"TFDS dataset {name!r} is not prepared in {data_dir!r} (or has no split "
+            f"{split!r}). Prepare it where there is internet (`tfds build {name} --data_dir "
+            f"DIR`) and copy DIR here; splits found: {sorted(splits_found)}.")
+
     try:
+        # For a dataset it does not find prepared, TFDS's builder fetches the metadata from
+        # Google Cloud Storage (a network request, and an empty temporary directory left
+        # behind each time): only the name is checked then.
+        if data_dir and not tf.io.gfile.isdir(os.path.join(data_dir, name.split(":")[0])):
+            tfds.builder_cls(name.split("/")[0].split(":")[0])
+            raise not_prepared([])
         builder = tfds.builder(name, data_dir=data_dir)
+    except TaskDataError:
+        raise
     except Exception as e:  # unknown dataset or config: TFDS raises several types
         raise TaskDataError(f"--tfds_name {name!r}: {str(e).splitlines()[0]}")
     if split not in builder.info.splits:
-        raise TaskDataError(
-            f"TFDS dataset {name!r} is not prepared in {data_dir!r} (or has no split "
-            f"{split!r}). Prepare it where there is internet (`tfds build {name} --data_dir "
-            f"DIR`) and copy DIR here; splits found: {sorted(builder.info.splits)}.")
+        raise not_prepared(builder.info.splits)
     config = name.split("/")[-1]
     text_key, pair_key = GLUE_FIELDS.get(config, (text_field, pair_field))
     label_feature = builder.info.features[label_field]
