@@ -76,18 +76,23 @@ def _command(args):
     return [os.path.join(os.path.dirname(sys.executable), args[0]), *map(str, args[1:])]
 
 
-def start_command(*args):
-    """Starts a command in the background; its stdout and stderr are merged."""
+def _environment(env):
+    """This process's environment with `env`'s variables added (None removes one)."""
+    return {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+
+
+def start_command(*args, env=None):
+    """Starts a command in the background; its stdout and stderr are merged. `env` as
+    `run_command`'s."""
     return subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, env=_environment(env))
 
 
 def run_command(*args, check=True, env=None, timeout=600, **kwargs):
     """Runs a command of this environment as a user would; fails the test on a non-zero
     exit status unless `check` is False. `env` adds variables (None removes one)."""
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     result = subprocess.run(_command(args), capture_output=True, text=True, timeout=timeout,
-                            env=env, **kwargs)
+                            env=_environment(env), **kwargs)
     if check and result.returncode != 0:
         pytest.fail(f"{args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result

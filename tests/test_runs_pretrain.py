@@ -83,10 +83,14 @@ def test_the_run_checkpoint_restores_the_discriminator_alone(pretrained_dir):
 
 
 def start_training(shards, vocab_path, model_dir):
+    # A killed process leaves TensorFlow's temporary files (autograph's generated modules):
+    # in the test's directory, not the machine's.
+    temporary = os.path.join(os.path.dirname(model_dir), "tmp")
+    os.makedirs(temporary, exist_ok=True)
     return start_command(
         "electra-pretrain", "--data", shards[0], "--vocab", vocab_path, "--model_dir",
         model_dir, "--max_seq_length", "64", "--checkpoint_every", "7",
-        "--train_steps", "100000", *TINY)
+        "--train_steps", "100000", *TINY, env={"TMPDIR": temporary})
 
 
 def recorded_step(model_dir):
