@@ -69,6 +69,16 @@ def op_times(logdir):
 
 def main(argv):
     del argv
+    if FLAGS.logdir:
+        profile(FLAGS.logdir)
+        print(f"trace: {FLAGS.logdir}")
+    else:
+        with tempfile.TemporaryDirectory(prefix="op_profile_") as logdir:
+            profile(logdir)
+
+
+def profile(logdir):
+    """Traces the steps into `logdir` and prints the op types' times."""
     import keras
     import tensorflow as tf
 
@@ -79,7 +89,6 @@ def main(argv):
     config = preset_config(FLAGS.preset, 30522, FLAGS.seq_length, FLAGS.batch_size)
     keras.utils.set_random_seed(0)
     model, _ = build_model(config, RuntimeOptions(mixed_precision=FLAGS.mixed_precision))
-    logdir = FLAGS.logdir or tempfile.mkdtemp(prefix="op_profile_")
     first, last = FLAGS.warmup, FLAGS.warmup + FLAGS.steps - 1
     wall = []
 
@@ -110,7 +119,6 @@ def main(argv):
     print(f"{'(other op types)':<36}{rest / 1e9 / steps:10.1f}{100 * rest / total:7.1f}%")
     print("runtime events, ms/step: " + ", ".join(
         f"{name} {ps / 1e9 / steps:.1f}" for name, ps in runtime.most_common(6)))
-    print(f"trace: {logdir}")
 
 
 if __name__ == "__main__":

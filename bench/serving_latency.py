@@ -97,12 +97,13 @@ def torch_requests(directory):
         return torch.softmax(model(**tokenize(texts, "pt")).logits, -1).numpy()
 
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    onnx_path = os.path.join(tempfile.mkdtemp(), "model.onnx")
     example = tokenize([SENTENCE, SENTENCE], "pt")
-    torch.onnx.export(model, tuple(example[n] for n in names), onnx_path, input_names=names,
-                      output_names=["logits"], dynamo=False,
-                      dynamic_axes={n: {0: "batch", 1: "length"} for n in names})
-    session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    with tempfile.TemporaryDirectory() as exported:  # the session holds the model in memory
+        onnx_path = os.path.join(exported, "model.onnx")
+        torch.onnx.export(model, tuple(example[n] for n in names), onnx_path,
+                          input_names=names, output_names=["logits"], dynamo=False,
+                          dynamic_axes={n: {0: "batch", 1: "length"} for n in names})
+        session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
 
     def with_onnxruntime(texts):
         encoded = tokenize(texts, "np")
