@@ -157,8 +157,31 @@ def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     assert batch.shape == (2, 32)
     np.testing.assert_array_equal(
         batch, preprocessor(tf.constant(["a fine film", "dull"]))["input_word_ids"])
-    pair = preprocessor((tf.constant(["a fine film"]), tf.constant(["dull"])), y=None)
+    pair = preprocessor((tf.constant(["a fine film"]), tf.constant(["dull"])))
     assert int(tf.reduce_max(pair["input_type_ids"])) == 1
+    # (x, y) as keyword arguments still pass the labels through.
+    packed, labels = preprocessor(tf.constant(["a fine film"]), y=tf.constant([1]))
+    assert packed["input_word_ids"].shape == (1, 32) and labels.numpy().tolist() == [1]
+
+
+def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitted):
+    """Ragged packing ops run one by one from Python cost ~10 ms a call: eager calls run
+    them as one graph, traced once per form (single texts, pairs) for any batch."""
+    from electra_tf.text import packing
+
+    preprocessor = fitted[0].preprocessor
+    texts, _ = _sentiment(7)
+    long = " ".join(texts)  # cut to the sequence length, the pair's longest first
+    batches = [texts[:1], texts[:3], texts[2:7] + [long]]
+    pairs = [(b, list(reversed(b))) for b in batches] + [([long], ["a fine film"])]
+    in_graph = tf.function(lambda x: preprocessor(x))
+    preprocessor(batches[0]), preprocessor(tuple(pairs[0]))
+    traces = packing.pack_segments.traced.experimental_get_tracing_count()
+    for x in batches + [tuple(pair) for pair in pairs]:
+        eager, graph = preprocessor(x), in_graph(tf.nest.map_structure(tf.constant, x))
+        for key in eager:
+            np.testing.assert_array_equal(eager[key], graph[key])
+    assert packing.pack_segments.traced.experimental_get_tracing_count() == traces
 
 
 def test_keras_hub_functional_task_models_share_the_process_with_ours():

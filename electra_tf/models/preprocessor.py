@@ -36,6 +36,15 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         self.sequence_length = sequence_length
         self.truncation = truncation
 
+    def __call__(self, *args, **kwargs):
+        # keras-hub's preprocessing layers take a lone 2- or 3-tuple for (x, y[, sample
+        # weight]), as a dataset's element; here a tuple is a pair of texts (this class's
+        # contract, and keras-hub's own documentation of its classifier preprocessors).
+        if len(args) == 1 and isinstance(args[0], tuple) and not (
+                {"y", "sample_weight"} & set(kwargs)):
+            kwargs["y"] = None
+        return super().__call__(*args, **kwargs)
+
     def call(self, x, y=None, sample_weight=None):
         # A tuple holds segments; a list is a batch of texts, as in keras-hub.
         segments = list(x) if isinstance(x, tuple) else [x]

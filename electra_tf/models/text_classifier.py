@@ -118,8 +118,7 @@ class ElectraTextClassifier(ElectraTask):
         names = tf.constant(self.label_names or [str(i) for i in range(self.num_classes)])
 
         def serve(segments):
-            # y=None: keras-hub's preprocessing layers take a lone 2-tuple for (x, y).
-            inputs = self.preprocessor(tuple(segments), y=None)
+            inputs = self.preprocessor(tuple(segments))
             outputs = self.predictions(self(inputs, training=False))
             if self.regression:
                 return {"score": outputs}
