@@ -3,6 +3,8 @@ exported SavedModels): fine-tuning, its serving signatures and the TF Hub prepro
 the same functions.
 """
 
+import functools
+
 import tensorflow as tf
 
 # How a pair too long for the sequence is cut: "longest_first" removes pieces from the
@@ -13,6 +15,34 @@ TRUNCATIONS = ("longest_first", "round_robin")
 # gRPC APIs can carry them.
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_PAIR = tf.TensorSpec([None], tf.string, name="text_pair")
+
+
+def traced_when_eager(function):
+    """`function(tensors, *python_values)` as is inside graphs; called eagerly, run as a
+    graph traced once per set of Python values (for any batch size and lengths): the
+    ragged ops of packing cost ~10 ms a call run one by one from Python (~40 ms for
+    pairs), ~1.7 ms as one graph (ELECTRA-Small's predict on one text took 29 ms)."""
+    graph = tf.function(function, autograph=False, reduce_retracing=True)
+
+    @functools.wraps(function)
+    def run(tensors, *args, **kwargs):
+        if not tf.executing_eagerly():
+            return function(tensors, *args, **kwargs)
+        # Traced for unknown shapes first, so that later calls of other shapes reuse it.
+        graph.get_concrete_function(tf.nest.map_structure(_any_shape, tensors), *args,
+                                    **kwargs)
+        return graph(tensors, *args, **kwargs)
+
+    run.traced = graph
+    return run
+
+
+def _any_shape(tensor):
+    """The spec of `tensor`'s kind and rank with every dimension unknown."""
+    if isinstance(tensor, tf.RaggedTensor):
+        return tf.RaggedTensorSpec([None] * tensor.shape.rank, tensor.dtype,
+                                   tensor.ragged_rank, tensor.row_splits.dtype)
+    return tf.TensorSpec([None] * tensor.shape.rank, tensor.dtype)
 
 
 def truncate_longest_first(segments, budget):
@@ -37,6 +67,7 @@ def _keep_prefix(ragged, lengths):
     return tf.ragged.boolean_mask(ragged, positions < tf.expand_dims(lengths, 1))
 
 
+@traced_when_eager
 def pack_segments(segments, seq_length, special_ids: dict,
                   truncation: str = "longest_first") -> dict:
     """One or two ragged int segments [batch, (pieces)] -> `[CLS] a [SEP] (b [SEP])`.
@@ -62,6 +93,7 @@ def pack_segments(segments, seq_length, special_ids: dict,
             "input_type_ids": tf.cast(segment_ids, tf.int32)}
 
 
+@traced_when_eager
 def pack_words(word_pieces: tf.RaggedTensor, seq_length: int, special_ids: dict):
     """Word-split sentences -> encoder inputs and each word's first-piece position.
 
