@@ -21,7 +21,8 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
     Call with strings [batch] or a tuple (texts, pairs); labels and sample weights
     (`y`, `sample_weight`) pass through, so it maps over a labelled `tf.data.Dataset`.
     A pair too long is cut longest segment first, as the official fine-tuning code does
-    (`truncation="round_robin"`: in turn, as TF Hub's BERT preprocessors).
+    (`truncation="round_robin"`: in turn, as TF Hub's BERT preprocessors; for a pair both
+    keep the same pieces).
 
     Args:
         tokenizer: an `ElectraTokenizer`.
@@ -36,6 +37,8 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         self.sequence_length = sequence_length
         self.truncation = truncation
 
+    # Not converted by autograph (in `tf.data` maps), which mistakes its `super()`.
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, *args, **kwargs):
         # keras-hub's preprocessing layers take a lone 2- or 3-tuple for (x, y[, sample
         # weight]), as a dataset's element; here a tuple is a pair of texts (this class's
