@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.text.packing import pack_segments
+from electra_tf.text.packing import pack_segments, pack_words
 
 SPECIAL_IDS = {"pad_token_id": 0, "unk_token_id": 100, "cls_token_id": 101,
                "sep_token_id": 102, "mask_token_id": 103}
@@ -77,3 +77,43 @@ def test_in_a_graph_with_the_length_as_a_tensor():
     packed = in_graph(segments, tf.constant(16))
     for key, expected in tf_text_packing(segments, 16).items():
         np.testing.assert_array_equal(packed[key], expected)
+
+
+def words_reference(sentences, seq_length):
+    """The tagger's packing, as `features.Encoder.encode_words` (what tagging trains on)
+    does it: [UNK] for a word without pieces, whole words only."""
+    ids = np.zeros((len(sentences), seq_length), np.int32)
+    width = max([len(words) for words in sentences] + [0])
+    starts = np.full((len(sentences), width), -1, np.int32)
+    for row, words in enumerate(sentences):
+        sequence = [SPECIAL_IDS["cls_token_id"]]
+        for index, pieces in enumerate(words):
+            pieces = pieces or [SPECIAL_IDS["unk_token_id"]]
+            if len(sequence) + len(pieces) > seq_length - 1:
+                break
+            starts[row, index] = len(sequence)
+            sequence += pieces
+        sequence.append(SPECIAL_IDS["sep_token_id"])
+        ids[row, :len(sequence)] = sequence
+    return ids, starts
+
+
+def test_packs_words_whole_with_unknown_for_empty_words_as_tagging_trains():
+    rng = random.Random(2)
+    for trial in range(30):
+        sentences = [[[rng.randrange(1000, 2000) for _ in range(rng.choice([0, 1, 1, 2, 5]))]
+                      for _ in range(rng.choice([0, 1, 3, 9]))]
+                     for _ in range(rng.choice([0, 1, 4]))]
+        seq_length = rng.choice([4, 8, 16, 64])
+        word_pieces = tf.RaggedTensor.from_nested_row_lengths(
+            tf.constant([p for words in sentences for pieces in words for p in pieces],
+                        tf.int32, [sum(len(p) for words in sentences for p in words)]),
+            [tf.constant([len(words) for words in sentences], tf.int64, [len(sentences)]),
+             tf.constant([len(p) for words in sentences for p in words], tf.int64,
+                         [sum(map(len, sentences))])])
+        inputs, starts = pack_words(word_pieces, seq_length, SPECIAL_IDS)
+        ids, expected_starts = words_reference(sentences, seq_length)
+        np.testing.assert_array_equal(inputs["input_word_ids"], ids, err_msg=str(trial))
+        np.testing.assert_array_equal(inputs["input_mask"], ids != 0, err_msg=str(trial))
+        np.testing.assert_array_equal(inputs["input_type_ids"], np.zeros_like(ids))
+        np.testing.assert_array_equal(starts, expected_starts, err_msg=str(trial))
