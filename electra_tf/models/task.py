@@ -156,12 +156,14 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,
                                sample_weight=sample_weight, **kwargs)
 
+    @one_optimization_round()
     def predict(self, x=None, batch_size=None, **kwargs):
         """keras-hub's `predict`, except that in-memory inputs (lists, arrays, tensors, or a
         tuple / dict of them) are packed in eager mode batch by batch (`PackedBatches`):
         a call on a few texts takes the model's time, not ~0.5 s more. Inputs that fit
         in one batch run without Keras's loop, so without a progress bar, unless
-        `verbose`, `callbacks` or `steps` ask for it or the model has several replicas."""
+        `verbose`, `callbacks` or `steps` ask for it or the model has several replicas.
+        Its function is optimised in `one_optimization_round`, as `fit`'s are."""
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
         batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
@@ -179,9 +181,10 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
         return keras.Model.predict(self, batches, **kwargs)
 
+    @one_optimization_round()
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
-        packs them, with labels as `fit` takes them."""
+        packs them, with labels as `fit` takes them; optimised as `predict`."""
         self.build_weights()  # before Keras traces: as in `make_predict_function`
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
