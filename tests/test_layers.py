@@ -391,6 +391,30 @@ def perturbed_encoder(config, inputs):
     return encoder
 
 
+def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs():
+    from electra_tf.layers.inference import inference_only
+
+    inputs = encoder_inputs()
+    encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
+
+    def traced():
+        function = tf.function(lambda x: encoder(x, training=False)["sequence_output"])
+        graph = function.get_concrete_function(
+            {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}).graph
+        custom = [op for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
+        return function(inputs).numpy(), len(custom)
+
+    outputs, custom = traced()
+    with inference_only():
+        inference_outputs, inference_custom = traced()
+    # Two layers: two normalizations and four head swaps each, plus the embeddings' one.
+    assert custom == 13 and inference_custom == 0
+    np.testing.assert_array_equal(inference_outputs, outputs)
+    with tf.GradientTape() as tape:  # outside, the hand-written gradients still serve
+        loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
+    assert all(g is not None for g in tape.gradient(loss, encoder.trainable_variables))
+
+
 def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
     """The GELU applied to the flat product lets oneDNN's fused matmul compute it: no `Erf`
     runs; applied after the reshape back to 3-D, one `Erf` per layer ran."""

@@ -108,11 +108,14 @@ def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fi
         clf.predict((texts[:3], texts[:2]))
 
 
-def test_predict_and_evaluate_optimise_their_functions_in_one_round(fitted, monkeypatch):
-    """As `fit` does (`one_optimization_round`): Grappler's second round costs the first
-    call ~0.1-0.2 s and changes nothing on a CPU."""
+def test_predict_and_evaluate_trace_for_inference_optimised_in_one_round(fitted,
+                                                                         monkeypatch):
+    """Without hand-written gradients (`inference_only`) and, as `fit` does, in one Grappler
+    round (`one_optimization_round`): each costs the first call ~0.1-0.2 s for nothing."""
     from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
     from tensorflow.python.eager import context
+
+    from electra_tf.layers.inference import gradients_wanted
 
     def rounds():
         return config_pb2.ConfigProto.FromString(
@@ -124,11 +127,11 @@ def test_predict_and_evaluate_optimise_their_functions_in_one_round(fitted, monk
     clf.make_predict_function(), clf.make_test_function()
     for name in ("predict_function", "test_function"):
         monkeypatch.setattr(clf, name, lambda *args, run=getattr(clf, name): (
-            seen.append(rounds()) or run(*args)))
+            seen.append((rounds(), gradients_wanted())) or run(*args)))
     clf.predict(texts[:2], verbose=0)
     clf.evaluate(texts[:2], ["neg", "pos"], verbose=0)
-    assert len(seen) >= 2 and set(seen) == {rewriter_config_pb2.RewriterConfig.ONE}
-    assert rounds() != rewriter_config_pb2.RewriterConfig.ONE
+    assert seen == [(rewriter_config_pb2.RewriterConfig.ONE, False)] * 2
+    assert rounds() != rewriter_config_pb2.RewriterConfig.ONE and gradients_wanted()
 
 
 def test_predict_traces_the_model_once_for_every_batch_size(fitted):

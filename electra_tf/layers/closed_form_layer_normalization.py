@@ -14,6 +14,8 @@ bit-identical; gradients agree to float32 rounding.
 import keras
 import tensorflow as tf
 
+from electra_tf.layers.inference import gradients_wanted
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ClosedFormLayerNormalization(keras.layers.LayerNormalization):
@@ -66,6 +68,8 @@ def layer_normalization(x, gamma, beta, epsilon, forward=normalize_with_statisti
     `forward` and `backward` computing what `normalize_with_statistics` and
     `normalization_gradients` do (`fused_layer_normalization` passes XLA kernels); the
     scale's and shift's gradients are summed in `gamma`'s dtype."""
+    if not gradients_wanted():
+        return forward(x, gamma, beta, epsilon)[0]
 
     @tf.custom_gradient
     def normalize(x, gamma, beta):

@@ -28,6 +28,7 @@ import tensorflow as tf
 # Keras's masked softmax's fill value (private, as the attention internals used here are).
 from keras.src.layers.activations.softmax import _large_negative_number
 
+from electra_tf.layers.inference import gradients_wanted
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -60,13 +61,20 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
             tf.matmul(weights, swap_positions_and_heads(value))), scores
 
 
-@tf.custom_gradient
 def swap_positions_and_heads(x):
     """[batch, positions, heads, size] <-> [batch, heads, positions, size]: `x` with axes 1
     and 2 swapped (its own inverse, and so its own gradient), as integers: an exported
     ELECTRA-Small classifier answered a short single request in 10.1 / 10.6 ms instead of
     11.5 / 12.0 with float transposes (48 per request; 2-core AVX-512 EPYC), with the same
     outputs (`integer_transpose` explains)."""
+    if not gradients_wanted():
+        return transpose_as_integers(x, [0, 2, 1, 3])
+    return _swap_positions_and_heads(x)
+
+
+@tf.custom_gradient
+def _swap_positions_and_heads(x):
+    # Integers have no gradient in TensorFlow: the swap's own is written out.
     return transpose_as_integers(x, [0, 2, 1, 3]), swap_positions_and_heads
 
 

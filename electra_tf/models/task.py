@@ -14,6 +14,7 @@ from electra_tf.config import preset_of_size
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense
+from electra_tf.layers.inference import inference_only
 from electra_tf.models import serving
 from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
@@ -157,13 +158,15 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                                sample_weight=sample_weight, **kwargs)
 
     @one_optimization_round()
+    @inference_only()
     def predict(self, x=None, batch_size=None, **kwargs):
         """keras-hub's `predict`, except that in-memory inputs (lists, arrays, tensors, or a
         tuple / dict of them) are packed in eager mode batch by batch (`PackedBatches`):
         a call on a few texts takes the model's time, not ~0.5 s more. Inputs that fit
         in one batch run without Keras's loop, so without a progress bar, unless
         `verbose`, `callbacks` or `steps` ask for it or the model has several replicas.
-        Its function is optimised in `one_optimization_round`, as `fit`'s are."""
+        Its function is optimised in `one_optimization_round`, as `fit`'s are, and traced
+        `inference_only`."""
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
         batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
@@ -182,6 +185,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         return keras.Model.predict(self, batches, **kwargs)
 
     @one_optimization_round()
+    @inference_only()
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
         packs them, with labels as `fit` takes them; optimised as `predict`."""
