@@ -169,7 +169,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         `inference_only`."""
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
-        batches = PackedBatches((self.example_tensors(x),), self.preprocess_samples,
+        batches = PackedBatches(self.example_parts(x), self.preprocess_samples,
                                 batch_size or KERAS_BATCH_SIZE)
         if len(batches) == 1 and kwargs.get("verbose", "auto") in ("auto", 0) and not (
                 kwargs.get("callbacks") or kwargs.get("steps")) and (
@@ -193,8 +193,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         if self.preprocessor is None or not isinstance(x, IN_MEMORY):
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                     **kwargs)
-        parts = (self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight))
-        batches = PackedBatches(parts, self.preprocess_samples, batch_size or KERAS_BATCH_SIZE)
+        batches = PackedBatches(self.example_parts(x, y, sample_weight),
+                                self.preprocess_samples, batch_size or KERAS_BATCH_SIZE)
         return keras.Model.evaluate(self, batches, **kwargs)
 
     def make_predict_function(self, force=False):
@@ -228,10 +228,15 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         stays None."""
         return _tensors(y)
 
+    def example_parts(self, x, y=None, sample_weight=None) -> tuple:
+        """In-memory inputs, labels and sample weights (of `fit`, `evaluate`, `predict`) as
+        tensors, one example per row; None stays None."""
+        return self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight)
+
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
         """One element per example of the arrays (or lists) `fit` was given."""
         return tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(
-            self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight)))
+            *self.example_parts(x, y, sample_weight)))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
