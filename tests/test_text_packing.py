@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from electra_tf.finetuning.features import Encoder
 from electra_tf.text.packing import pack_segments, pack_words
 
 SPECIAL_IDS = {"pad_token_id": 0, "unk_token_id": 100, "cls_token_id": 101,
@@ -79,26 +80,14 @@ def test_in_a_graph_with_the_length_as_a_tensor():
         np.testing.assert_array_equal(packed[key], expected)
 
 
-def words_reference(sentences, seq_length):
-    """The tagger's packing, as `features.Encoder.encode_words` (what tagging trains on)
-    does it: [UNK] for a word without pieces, whole words only."""
-    ids = np.zeros((len(sentences), seq_length), np.int32)
-    width = max([len(words) for words in sentences] + [0])
-    starts = np.full((len(sentences), width), -1, np.int32)
-    for row, words in enumerate(sentences):
-        sequence = [SPECIAL_IDS["cls_token_id"]]
-        for index, pieces in enumerate(words):
-            pieces = pieces or [SPECIAL_IDS["unk_token_id"]]
-            if len(sequence) + len(pieces) > seq_length - 1:
-                break
-            starts[row, index] = len(sequence)
-            sequence += pieces
-        sequence.append(SPECIAL_IDS["sep_token_id"])
-        ids[row, :len(sequence)] = sequence
-    return ids, starts
+def piece_ids_tokenizer(texts):
+    """A stand-in tokenizer: a word is its pieces' ids, separated by spaces."""
+    return tf.strings.to_number(tf.strings.split(texts), tf.int32)
 
 
 def test_packs_words_whole_with_unknown_for_empty_words_as_tagging_trains():
+    """As `features.Encoder.encode_words`, the Python packing tagging trains on: [UNK]
+    for a word without pieces, whole words only."""
     rng = random.Random(2)
     for trial in range(30):
         sentences = [[[rng.randrange(1000, 2000) for _ in range(rng.choice([0, 1, 1, 2, 5]))]
@@ -112,8 +101,12 @@ def test_packs_words_whole_with_unknown_for_empty_words_as_tagging_trains():
              tf.constant([len(p) for words in sentences for p in words], tf.int64,
                          [sum(map(len, sentences))])])
         inputs, starts = pack_words(word_pieces, seq_length, SPECIAL_IDS)
-        ids, expected_starts = words_reference(sentences, seq_length)
-        np.testing.assert_array_equal(inputs["input_word_ids"], ids, err_msg=str(trial))
-        np.testing.assert_array_equal(inputs["input_mask"], ids != 0, err_msg=str(trial))
-        np.testing.assert_array_equal(inputs["input_type_ids"], np.zeros_like(ids))
-        np.testing.assert_array_equal(starts, expected_starts, err_msg=str(trial))
+        expected, _, expected_starts = Encoder(
+            piece_ids_tokenizer, SPECIAL_IDS, seq_length).encode_words(
+            [[" ".join(map(str, pieces)) for pieces in words] for words in sentences])
+        width = max(map(len, sentences), default=0)
+        for key, value in expected.items():
+            np.testing.assert_array_equal(inputs[key], value, err_msg=f"{trial} {key}")
+        np.testing.assert_array_equal(
+            starts, np.array([row + [-1] * (width - len(row)) for row in expected_starts],
+                             np.int32).reshape(len(sentences), width), err_msg=str(trial))

@@ -1,4 +1,4 @@
-"""Examples -> encoder inputs (numpy), with the same tf-text ops export uses."""
+"""Examples -> encoder inputs (numpy), with the same packing exports use."""
 
 import numpy as np
 
