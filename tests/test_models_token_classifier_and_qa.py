@@ -4,6 +4,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import electra_tf
 from conftest import DEMO, QA_CONTEXT, QA_QUESTIONS, read_jsonl
@@ -48,6 +49,31 @@ def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
         tagger.predict(["a sentence as one string"])
     with pytest.raises(ConfigError, match="not among label_names"):
         tagger.fit([["x"]], [["B-NOPE"]], verbose=0)
+
+
+def test_the_tagger_reads_up_to_the_last_real_token_with_the_same_probabilities(
+        pretrained_dir):
+    """Predictions and exports run the encoder on the batch cut after its last real token
+    (a short sentence packed to 24 positions is mostly padding), and each word gets the
+    probabilities of the whole padded batch."""
+    tagger = electra_tf.ElectraTokenClassifier.from_pretrained(
+        pretrained_dir, label_names=["O", "B-X", "I-X"], sequence_length=24)
+    tagger.build_weights()
+    packed = tagger.preprocess_samples(tf.ragged.constant([["a", "fine", "film"], ["dull"]]))
+    lengths = []
+    original_call = tagger.encoder.call
+    tagger.encoder.call = lambda inputs, **kw: (lengths.append(inputs["input_mask"].shape[1])
+                                                or original_call(inputs, **kw))
+    try:
+        outputs = tagger.word_outputs(packed, packed["word_starts"])
+    finally:
+        tagger.encoder.call = original_call
+    assert lengths == [int(packed["input_mask"][0].numpy().sum())] and lengths[0] < 24
+    full = tf.nn.softmax(tagger(packed, training=False)).numpy()
+    for row, starts in enumerate(packed["word_starts"].numpy()):
+        starts = starts[starts >= 0]
+        np.testing.assert_allclose(outputs["probabilities"][row, :len(starts)],
+                                   full[row, starts], atol=1e-6)
 
 
 def test_question_answerer_fits_and_answers_spans_of_the_context(pretrained_dir):

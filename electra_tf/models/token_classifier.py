@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
-from electra_tf.models.task import ElectraTask, batched, encoder_inputs
+from electra_tf.models.task import (ElectraTask, batched, encoder_inputs,
+                                    without_padding_tail)
 from electra_tf.text.packing import TEXT
 
 # Served words: strings [N, W], "" padding (dense, as TF Serving needs).
@@ -134,9 +135,15 @@ class ElectraTokenClassifier(ElectraTask):
                            batch_size=batch_size, **kwargs)
 
     # ------------------------------------------------------------------ predicting
-    def word_outputs(self, logits, word_starts) -> dict:
-        """Logits [batch, seq, classes] -> per word (`word_starts` [batch, words]):
-        `tag_ids` (-1 for cut words and padding) and `probabilities` (zeros there)."""
+    def word_outputs(self, inputs, word_starts) -> dict:
+        """Packed inputs -> per word (`word_starts` [batch, words]): `tag_ids` (-1 for cut
+        words and padding) and `probabilities` (zeros there).
+
+        The encoder runs up to the batch's last real token (`without_padding_tail`): words
+        start before it, and a short sentence packed to 128 tokens is mostly padding."""
+        if not self.jit_compile:
+            inputs = without_padding_tail(encoder_inputs(inputs))
+        logits = self(inputs, training=False)
         tagged = word_starts >= 0
         probabilities = tf.gather(tf.nn.softmax(logits), tf.maximum(word_starts, 0),
                                   batch_dims=1)
@@ -146,10 +153,9 @@ class ElectraTokenClassifier(ElectraTask):
 
     def predict_step(self, data):
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        logits = self(x, training=False)
         if "word_starts" not in x:
-            return logits
-        return {**self.word_outputs(logits, x["word_starts"]), "num_words": x["num_words"]}
+            return self(x, training=False)
+        return {**self.word_outputs(x, x["word_starts"]), "num_words": x["num_words"]}
 
     def predict(self, x, batch_size=None, **kwargs):
         """Lists of words in; each sentence's tags out (label names, IOB2 for a BIOES
@@ -176,7 +182,7 @@ class ElectraTokenClassifier(ElectraTask):
 
         def tag(words: tf.RaggedTensor):
             inputs, word_starts = self.preprocessor.pack_words(words)
-            outputs = self.word_outputs(self(inputs, training=False), word_starts)
+            outputs = self.word_outputs(inputs, word_starts)
             tagged = outputs["tag_ids"] >= 0
             real = words.with_values(tf.ones_like(words.values, tf.bool)).to_tensor(False)
             tags = tf.where(tagged, tf.gather(names, tf.maximum(outputs["tag_ids"], 0)),
