@@ -10,6 +10,7 @@ import electra_tf
 from conftest import DEMO, QA_CONTEXT, QA_QUESTIONS, read_jsonl
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import readers
+from electra_tf.models import question_answerer
 
 CONTEXT = ("The president gave a speech to the congress about the economy. "
            "The nation was strong and the people were free.")
@@ -88,6 +89,45 @@ def test_question_answerer_fits_and_answers_spans_of_the_context(pretrained_dir)
     assert len(answers) == 3 and all(a in CONTEXT for a in answers)
     with pytest.raises(ConfigError, match="does not occur in its context"):
         qa.fit((["Who?"], [CONTEXT]), ["nobody"], verbose=0)
+
+
+@pytest.mark.parametrize("joint_prediction", [True, False])
+def test_the_question_answerer_reads_up_to_the_last_real_token_with_the_same_outputs(
+        pretrained_dir, monkeypatch, joint_prediction):
+    """The encoder reads each batch up to its last real token (at least a beam's width);
+    the beams, the no-answer logits and the span logits (given back at the packed length,
+    the cut positions scoring as outside ones) are those of the whole padded batch."""
+    qa = electra_tf.ElectraQuestionAnswerer.from_pretrained(
+        pretrained_dir, sequence_length=64, joint_prediction=joint_prediction)
+    qa.build_weights()
+    _, features = qa.features(["Who gave a speech?", "What was strong?"], [CONTEXT] * 2)
+    inputs = features.inputs
+    training = {**inputs, "start_positions": features.start_positions}
+    lengths = []
+    original_call = qa.encoder.call
+    monkeypatch.setattr(qa.encoder, "call", lambda inputs, **kw: (
+        lengths.append(inputs["input_mask"].shape[1]) or original_call(inputs, **kw)))
+    cut = [qa(x, training=False) for x in (inputs, training)]
+    assert lengths == [int(inputs["input_mask"].sum(1).max())] * 2 and lengths[0] < 64
+    # Fewer real tokens than the beam's 20: the cut keeps a beam's width.
+    _, short = qa.features(["a"], ["b"])
+    assert short.inputs["input_mask"].sum() < qa.beam_size
+    assert qa.predict((["a"], ["b"]), verbose=0)[0] in ("", "b")
+    monkeypatch.setattr(question_answerer, "without_padding_tail", lambda x, **kw: x)
+    whole = [qa(x, training=False) for x in (inputs, training)]
+    real = inputs["input_mask"].astype(bool)
+    for cut_outputs, whole_outputs in zip(cut, whole):
+        for name, value in whole_outputs.items():
+            value, cut_value = value.numpy(), cut_outputs[name].numpy()
+            assert cut_value.shape == value.shape, name
+            if name.endswith("_index"):
+                np.testing.assert_array_equal(cut_value, value)
+            elif name in ("start_logits", "end_logits"):
+                np.testing.assert_allclose(cut_value[real], value[real], atol=1e-4)
+                assert (cut_value[:, lengths[0]:] == question_answerer.OUTSIDE_LOGIT).all()
+                assert (cut_value[~real] < question_answerer.OUTSIDE_LOGIT / 2).all()
+            else:
+                np.testing.assert_allclose(cut_value, value, atol=1e-4)
 
 
 def test_the_fine_tuned_tagging_run_predicts_as_the_command_line_did(finetuned):

@@ -1,12 +1,16 @@
 """`ElectraQuestionAnswerer`: a question and a context -> the answer's text (or none)."""
 
 import keras
+import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
 from electra_tf.layers.activations import gelu
 from electra_tf.layers.flat_dense import FlatDense
-from electra_tf.models.task import ElectraTask, encoder_inputs
+from electra_tf.models.task import ElectraTask, encoder_inputs, without_padding_tail
+
+# The start and end logits of positions that cannot hold an answer (past the context).
+OUTSIDE_LOGIT = -1000.0
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -68,34 +72,42 @@ class ElectraQuestionAnswerer(ElectraTask):
         super().__init__(**kwargs)
 
     def call(self, inputs, training=None):
-        sequence = keras.ops.cast(
-            self.encoder(encoder_inputs(inputs), training=training)["sequence_output"],
-            "float32")
+        # A beam no wider than the sequence (short inputs).
+        beam = min(self.beam_size, inputs["input_mask"].shape[1] or self.beam_size)
+        packed = encoder_inputs(inputs)
+        # Answers lie before the padding: the encoder reads up to the batch's last real
+        # token (slicing needs dynamic shapes: not under XLA).
+        cut = packed if self.jit_compile else without_padding_tail(packed, min_length=beam)
+        sequence = keras.ops.cast(self.encoder(cut, training=training)["sequence_output"],
+                                  "float32")
         # Answers lie in the context (segment 1) or are "no answer" ([CLS], position 0).
-        answer_mask = keras.ops.cast(inputs["input_mask"] * inputs["input_type_ids"],
-                                     "float32")
+        answer_mask = keras.ops.cast(cut["input_mask"] * cut["input_type_ids"], "float32")
         answer_mask = keras.ops.maximum(answer_mask, keras.ops.one_hot(
             keras.ops.zeros_like(answer_mask[:, 0], "int32"), keras.ops.shape(sequence)[1]))
-        outside = 1000.0 * (answer_mask - 1.0)
+        outside = OUTSIDE_LOGIT * (1.0 - answer_mask)
         start_logits = keras.ops.squeeze(self.start_head(sequence), -1) + outside
         start_probs = keras.ops.softmax(start_logits)
         start_summary = keras.ops.sum(start_probs[..., None] * sequence, axis=1)
         no_answer = keras.ops.squeeze(self.no_answer_head(self.no_answer_hidden(
             keras.ops.concatenate([sequence[:, 0], start_summary], -1))), -1)
+
+        def packed_length(logits):  # the cut positions score as outside ones
+            missing = tf.shape(packed["input_mask"])[1] - tf.shape(logits)[1]
+            return tf.pad(logits, [[0, 0], [0, missing]], constant_values=OUTSIDE_LOGIT)
+
         if not self.joint_prediction:
             end_logits = keras.ops.squeeze(self.end_head(sequence), -1) + outside
-            return {"start_logits": start_logits, "end_logits": end_logits,
-                    "no_answer_logit": no_answer}
+            return {"start_logits": packed_length(start_logits),
+                    "end_logits": packed_length(end_logits), "no_answer_logit": no_answer}
         if "start_positions" in inputs:  # training: the end given the gold start
             start = keras.ops.take_along_axis(
                 sequence, keras.ops.cast(inputs["start_positions"], "int32")[:, None, None],
                 axis=1)  # [batch, 1, hidden]
             end_logits = self._end_logits(
                 keras.ops.broadcast_to(start, keras.ops.shape(sequence)), sequence)
-            return {"start_logits": start_logits, "end_logits": end_logits + outside,
+            return {"start_logits": packed_length(start_logits),
+                    "end_logits": packed_length(end_logits + outside),
                     "no_answer_logit": no_answer}
-        # A beam no wider than the sequence (short inputs).
-        beam = min(self.beam_size, sequence.shape[1] or self.beam_size)
         start_top_log_probs, start_top_index = keras.ops.top_k(
             keras.ops.log_softmax(start_logits), beam)
         starts = keras.ops.take_along_axis(sequence, start_top_index[..., None],

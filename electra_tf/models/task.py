@@ -354,8 +354,9 @@ def encoder_inputs(inputs: dict) -> dict:
     return {name: inputs[name] for name in INPUT_NAMES}
 
 
-def without_padding_tail(inputs: dict) -> dict:
-    """The encoder's inputs cut after the batch's last real token.
+def without_padding_tail(inputs: dict, min_length: int = 1) -> dict:
+    """The encoder's inputs cut after the batch's last real token (keeping at least
+    `min_length` positions, where there are).
 
     A transformer spends as much on a padding position as on a word, and inputs are padded
     to the full packed length (128 by default) where most sentences fill a fifth of it;
@@ -364,7 +365,7 @@ def without_padding_tail(inputs: dict) -> dict:
     """
     mask = tf.cast(inputs["input_mask"], tf.int32)
     positions = tf.range(1, tf.shape(mask)[1] + 1)[None]
-    length = tf.maximum(tf.reduce_max(positions * mask), 1)
+    length = tf.maximum(tf.reduce_max(positions * mask), min_length)
     return {name: tf.convert_to_tensor(value)[:, :length] for name, value in inputs.items()}
 
 
