@@ -10,7 +10,7 @@ import electra_tf
 from conftest import DEMO, QA_CONTEXT, QA_QUESTIONS, read_jsonl
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import readers
-from electra_tf.models import question_answerer
+from electra_tf.models import question_answerer, token_classifier
 
 CONTEXT = ("The president gave a speech to the congress about the economy. "
            "The nation was strong and the people were free.")
@@ -52,29 +52,34 @@ def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
         tagger.fit([["x"]], [["B-NOPE"]], verbose=0)
 
 
-def test_the_tagger_reads_up_to_the_last_real_token_with_the_same_probabilities(
-        pretrained_dir):
-    """Predictions and exports run the encoder on the batch cut after its last real token
-    (a short sentence packed to 24 positions is mostly padding), and each word gets the
-    probabilities of the whole padded batch."""
+def test_the_tagger_reads_up_to_the_last_real_token_with_the_same_logits(pretrained_dir,
+                                                                         monkeypatch):
+    """The encoder reads each batch up to its last real token (a short sentence packed
+    to 24 positions is mostly padding): the logits at the real positions, the loss and the
+    predictions are those of the whole padded batch; the cut positions' logits are zeros."""
     tagger = electra_tf.ElectraTokenClassifier.from_pretrained(
         pretrained_dir, label_names=["O", "B-X", "I-X"], sequence_length=24)
-    tagger.build_weights()
-    packed = tagger.preprocess_samples(tf.ragged.constant([["a", "fine", "film"], ["dull"]]))
+    tagger.compile_official_recipe(total_steps=1)
+    words, tags = [["a", "fine", "film"], ["dull"]], [["O", "B-X", "I-X"], ["O"]]
+    packed = tagger.preprocess_samples(tf.ragged.constant(words))
     lengths = []
     original_call = tagger.encoder.call
-    tagger.encoder.call = lambda inputs, **kw: (lengths.append(inputs["input_mask"].shape[1])
-                                                or original_call(inputs, **kw))
-    try:
-        outputs = tagger.word_outputs(packed, packed["word_starts"])
-    finally:
-        tagger.encoder.call = original_call
+    monkeypatch.setattr(tagger.encoder, "call", lambda inputs, **kw: (
+        lengths.append(inputs["input_mask"].shape[1]) or original_call(inputs, **kw)))
+    cut = tagger(packed, training=False).numpy()
     assert lengths == [int(packed["input_mask"][0].numpy().sum())] and lengths[0] < 24
-    full = tf.nn.softmax(tagger(packed, training=False)).numpy()
-    for row, starts in enumerate(packed["word_starts"].numpy()):
-        starts = starts[starts >= 0]
-        np.testing.assert_allclose(outputs["probabilities"][row, :len(starts)],
-                                   full[row, starts], atol=1e-6)
+    assert not cut[:, lengths[0]:].any()
+    answers = [tagger.evaluate(words, tags, verbose=0, return_dict=True),
+               tagger.predict(words, verbose=0)]
+    monkeypatch.setattr(token_classifier, "without_padding_tail", lambda inputs: inputs)
+    whole = tagger(packed, training=False).numpy()
+    assert lengths[-1] == 24
+    real = packed["input_mask"].numpy().astype(bool)
+    np.testing.assert_allclose(cut[real], whole[real], atol=1e-5)
+    tagger.make_test_function(force=True), tagger.make_predict_function(force=True)
+    scores = tagger.evaluate(words, tags, verbose=0, return_dict=True)
+    assert answers[0] == pytest.approx(scores, rel=1e-5)
+    assert answers[1] == tagger.predict(words, verbose=0)
 
 
 def test_question_answerer_fits_and_answers_spans_of_the_context(pretrained_dir):

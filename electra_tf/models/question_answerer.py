@@ -1,13 +1,13 @@
 """`ElectraQuestionAnswerer`: a question and a context -> the answer's text (or none)."""
 
 import keras
-import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
 from electra_tf.layers.activations import gelu
 from electra_tf.layers.flat_dense import FlatDense
-from electra_tf.models.task import ElectraTask, encoder_inputs, without_padding_tail
+from electra_tf.models.task import (ElectraTask, at_packed_length, encoder_inputs,
+                                    without_padding_tail)
 
 # The start and end logits of positions that cannot hold an answer (past the context).
 OUTSIDE_LOGIT = -1000.0
@@ -36,7 +36,8 @@ class ElectraQuestionAnswerer(ElectraTask):
         qa.predict((["Who wrote it?"], ["It was written by Ann."]))   # ["Ann."]
 
     Called on packed inputs (plus `start_positions` [batch] when training with joint
-    prediction) it returns `start_logits`, `end_logits` [batch, seq] and
+    prediction) it returns `start_logits`, `end_logits` [batch, seq] (`OUTSIDE_LOGIT` past
+    the batch's last real token, which the encoder does not read) and
     `no_answer_logit` [batch]; predicting with joint prediction, the beams
     `start_top_log_probs`, `start_top_index` [batch, beam], `end_top_log_probs`,
     `end_top_index` [batch, beam, beam] instead of the start and end logits.
@@ -92,8 +93,7 @@ class ElectraQuestionAnswerer(ElectraTask):
             keras.ops.concatenate([sequence[:, 0], start_summary], -1))), -1)
 
         def packed_length(logits):  # the cut positions score as outside ones
-            missing = tf.shape(packed["input_mask"])[1] - tf.shape(logits)[1]
-            return tf.pad(logits, [[0, 0], [0, missing]], constant_values=OUTSIDE_LOGIT)
+            return at_packed_length(logits, packed, OUTSIDE_LOGIT)
 
         if not self.joint_prediction:
             end_logits = keras.ops.squeeze(self.end_head(sequence), -1) + outside

@@ -369,6 +369,14 @@ def without_padding_tail(inputs: dict, min_length: int = 1) -> dict:
     return {name: tf.convert_to_tensor(value)[:, :length] for name, value in inputs.items()}
 
 
+def at_packed_length(values, inputs: dict, fill=0.0):
+    """`values` [batch, cut length, ...] computed on `inputs` cut by
+    `without_padding_tail`, given back at their packed length, the cut positions `fill`."""
+    missing = tf.shape(inputs["input_mask"])[1] - tf.shape(values)[1]
+    paddings = [[0, 0], [0, missing]] + [[0, 0]] * (len(values.shape) - 2)
+    return tf.pad(values, paddings, constant_values=fill)
+
+
 def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
     """`dataset` in batches of `batch_size` (Keras's default 32); examples of varying
     length (words of sentences) batch as ragged tensors."""

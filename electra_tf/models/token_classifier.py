@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
-from electra_tf.models.task import (ElectraTask, batched, encoder_inputs,
+from electra_tf.models.task import (ElectraTask, at_packed_length, batched, encoder_inputs,
                                     without_padding_tail)
 from electra_tf.text.packing import TEXT
 
@@ -29,8 +29,9 @@ class ElectraTokenClassifier(ElectraTask):
         tagger.fit(train_words, train_tags, epochs=3)   # lists of words, lists of tags
         tagger.predict([["John", "lives", "in", "Paris"]])   # [["B-PER", "O", "O", "B-LOC"]]
 
-    Called on packed inputs it returns tag logits [batch, sequence_length, num_classes].
-    Words cut by `sequence_length` are tagged "O".
+    Called on packed inputs it returns tag logits [batch, sequence_length, num_classes]
+    (zeros past the batch's last real token, which the encoder does not read). Words cut
+    by `sequence_length` are tagged "O".
 
     Args:
         encoder: the discriminator `ElectraEncoder`.
@@ -57,8 +58,13 @@ class ElectraTokenClassifier(ElectraTask):
         return trained_on_bioes(self.label_names or [])
 
     def call(self, inputs, training=None):
-        sequence = self.encoder(encoder_inputs(inputs), training=training)["sequence_output"]
-        return self.head(self.dropout(sequence, training=training))
+        packed = encoder_inputs(inputs)
+        # Words start before the padding: the encoder reads up to the batch's last real
+        # token (a short sentence packed to 128 pieces is mostly padding; slicing needs
+        # dynamic shapes: not under XLA); the cut positions' logits are zeros.
+        cut = packed if self.jit_compile else without_padding_tail(packed)
+        sequence = self.encoder(cut, training=training)["sequence_output"]
+        return at_packed_length(self.head(self.dropout(sequence, training=training)), packed)
 
     def task_loss(self):
         # Sample weights select the words' first pieces: "sum" adds up every word's loss.
@@ -135,15 +141,9 @@ class ElectraTokenClassifier(ElectraTask):
                            batch_size=batch_size, **kwargs)
 
     # ------------------------------------------------------------------ predicting
-    def word_outputs(self, inputs, word_starts) -> dict:
-        """Packed inputs -> per word (`word_starts` [batch, words]): `tag_ids` (-1 for cut
-        words and padding) and `probabilities` (zeros there).
-
-        The encoder runs up to the batch's last real token (`without_padding_tail`): words
-        start before it, and a short sentence packed to 128 tokens is mostly padding."""
-        if not self.jit_compile:
-            inputs = without_padding_tail(encoder_inputs(inputs))
-        logits = self(inputs, training=False)
+    def word_outputs(self, logits, word_starts) -> dict:
+        """Logits [batch, seq, classes] -> per word (`word_starts` [batch, words]):
+        `tag_ids` (-1 for cut words and padding) and `probabilities` (zeros there)."""
         tagged = word_starts >= 0
         probabilities = tf.gather(tf.nn.softmax(logits), tf.maximum(word_starts, 0),
                                   batch_dims=1)
@@ -153,9 +153,10 @@ class ElectraTokenClassifier(ElectraTask):
 
     def predict_step(self, data):
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(x, training=False)
         if "word_starts" not in x:
-            return self(x, training=False)
-        return {**self.word_outputs(x, x["word_starts"]), "num_words": x["num_words"]}
+            return logits
+        return {**self.word_outputs(logits, x["word_starts"]), "num_words": x["num_words"]}
 
     def predict(self, x, batch_size=None, **kwargs):
         """Lists of words in; each sentence's tags out (label names, IOB2 for a BIOES
@@ -182,7 +183,7 @@ class ElectraTokenClassifier(ElectraTask):
 
         def tag(words: tf.RaggedTensor):
             inputs, word_starts = self.preprocessor.pack_words(words)
-            outputs = self.word_outputs(inputs, word_starts)
+            outputs = self.word_outputs(self(inputs, training=False), word_starts)
             tagged = outputs["tag_ids"] >= 0
             real = words.with_values(tf.ones_like(words.values, tf.bool)).to_tensor(False)
             tags = tf.where(tagged, tf.gather(names, tf.maximum(outputs["tag_ids"], 0)),
