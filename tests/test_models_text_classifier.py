@@ -108,6 +108,40 @@ def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fi
         clf.predict((texts[:3], texts[:2]))
 
 
+def test_more_than_a_batch_runs_shortest_first_and_answers_in_order(fitted, monkeypatch):
+    """Each batch's encoder reads up to its own longest example: in-memory inputs of more
+    than one batch are predicted shortest first (texts by characters, packed inputs by
+    tokens, as `electra-finetune` scores its dev set), and the answers come back in the
+    inputs' order."""
+    clf, texts, _ = fitted
+    short, long = min(texts, key=len), max(texts, key=len)
+    mixed = [long, short, long, short, short]
+    labels = ["pos", "neg", "neg", "pos", "neg"]
+    packed = {k: v.numpy() for k, v in clf.preprocessor(tf.constant(mixed)).items()}
+    one_by_one = np.concatenate([clf.predict([text], verbose=0) for text in mixed])
+    batches = []
+    preprocess = clf.preprocess_samples
+
+    def recording(x, *args):
+        batches.append([t.decode() for t in x.numpy()] if isinstance(x, tf.Tensor)
+                       else x["input_mask"].numpy().sum(1).tolist())
+        return preprocess(x, *args)
+
+    monkeypatch.setattr(clf, "preprocess_samples", recording)
+    answers = clf.predict(mixed, batch_size=2, verbose=0)
+    in_order = [[short, short], [short, long], [long]]
+    assert batches[-3:] == in_order
+    np.testing.assert_allclose(answers, one_by_one, atol=1e-6)
+    monkeypatch.setattr(clf, "preprocessor", None)  # packed inputs
+    np.testing.assert_allclose(clf.predict(packed, batch_size=2, verbose=0), one_by_one,
+                               atol=1e-6)
+    real = packed["input_mask"].sum(1).tolist()
+    assert batches[-3:] == [[real[1]] * 2, [real[1], real[0]], [real[0]]]
+    # evaluate keeps the order: the loss, summed per batch, depends on the batches.
+    clf.evaluate(packed, clf.label_ids(labels), batch_size=2, verbose=0)
+    assert batches[-3:] == [[real[0], real[1]], [real[0], real[1]], [real[1]]]
+
+
 def test_predict_and_evaluate_trace_for_inference_optimised_in_one_round(fitted,
                                                                          monkeypatch):
     """Without hand-written gradients (`inference_only`) and, as `fit` does, in one Grappler

@@ -125,8 +125,12 @@ def test_the_question_answerer_reads_up_to_the_last_real_token_with_the_same_out
         for name, value in whole_outputs.items():
             value, cut_value = value.numpy(), cut_outputs[name].numpy()
             assert cut_value.shape == value.shape, name
-            if name.endswith("_index"):
-                np.testing.assert_array_equal(cut_value, value)
+            if name.endswith("_index"):  # the same, but for ties within rounding
+                log_probs = whole_outputs[name.replace("_index", "_log_probs")].numpy()
+                tied = np.isclose(log_probs[..., 1:], log_probs[..., :-1], atol=1e-5)
+                untied = ~(np.pad(tied, [(0, 0)] * (tied.ndim - 1) + [(1, 0)])
+                           | np.pad(tied, [(0, 0)] * (tied.ndim - 1) + [(0, 1)]))
+                np.testing.assert_array_equal(cut_value[untied], value[untied])
             elif name in ("start_logits", "end_logits"):
                 np.testing.assert_allclose(cut_value[real], value[real], atol=1e-4)
                 assert (cut_value[:, lengths[0]:] == question_answerer.OUTSIDE_LOGIT).all()

@@ -15,7 +15,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.inference import inference_only
-from electra_tf.models import serving
+from electra_tf.models import length_order, serving
 from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.models.preprocessor import ElectraPreprocessor
@@ -160,17 +160,27 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
     @one_optimization_round()
     @inference_only()
     def predict(self, x=None, batch_size=None, **kwargs):
-        """keras-hub's `predict`, except that in-memory inputs (lists, arrays, tensors, or a
-        tuple / dict of them) are packed in eager mode batch by batch (`PackedBatches`):
-        a call on a few texts takes the model's time, not ~0.5 s more. Inputs that fit
-        in one batch run without Keras's loop, so without a progress bar, unless
-        `verbose`, `callbacks` or `steps` ask for it or the model has several replicas.
+        """keras-hub's `predict`, except for in-memory inputs (lists, arrays, tensors, or a
+        tuple / dict of them):
+        - they are packed in eager mode batch by batch (`PackedBatches`): a call on a few
+          texts takes the model's time, not ~0.5 s more;
+        - more than a batch of them run shortest first (`length_order`), each batch's
+          encoder reading up to its own longest example; the outputs come back in the
+          inputs' order (unless `steps` or `callbacks` ask for Keras's batches as given);
+        - inputs that fit in one batch run without Keras's loop, so without a progress
+          bar, unless `verbose`, `callbacks` or `steps` ask for it or the model has
+          several replicas.
         Its function is optimised in `one_optimization_round`, as `fit`'s are, and traced
         `inference_only`."""
-        if self.preprocessor is None or not isinstance(x, IN_MEMORY):
+        if not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
-        batches = PackedBatches(self.example_parts(x), self.preprocess_samples,
-                                batch_size or KERAS_BATCH_SIZE)
+        batch_size = batch_size or KERAS_BATCH_SIZE
+        parts, order = self.example_parts(x), None
+        rows = int(tf.nest.flatten(parts[0])[0].shape[0])
+        if rows > batch_size and not (kwargs.get("steps") or kwargs.get("callbacks")):
+            order = length_order.shortest_first(parts[0])
+            parts = parts if order is None else length_order.take(parts, order)
+        batches = PackedBatches(parts, self.preprocess_samples, batch_size)
         if len(batches) == 1 and kwargs.get("verbose", "auto") in ("auto", 0) and not (
                 kwargs.get("callbacks") or kwargs.get("steps")) and (
                 self.distribute_strategy.num_replicas_in_sync == 1):
@@ -182,15 +192,18 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             return tf.nest.map_structure(lambda t: t.numpy(),
                                          self.predict_function([batches[0]]))
         # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
-        return keras.Model.predict(self, batches, **kwargs)
+        outputs = keras.Model.predict(self, batches, **kwargs)
+        return outputs if order is None else length_order.restore(outputs, order)
 
     @one_optimization_round()
     @inference_only()
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
-        packs them, with labels as `fit` takes them; optimised as `predict`."""
+        packs them (in their order: the loss summed per batch, as the official recipe
+        sums it, depends on which examples share a batch), with labels as `fit` takes
+        them; optimised as `predict`."""
         self.build_weights()  # before Keras traces: as in `make_predict_function`
-        if self.preprocessor is None or not isinstance(x, IN_MEMORY):
+        if not isinstance(x, IN_MEMORY):
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                     **kwargs)
         batches = PackedBatches(self.example_parts(x, y, sample_weight),
