@@ -30,6 +30,8 @@ def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
     history = tagger.fit(words, tags, batch_size=8, epochs=1, verbose=0,
                          validation_data=(words[:4], tags[:4]))
     assert int(tagger.optimizer.iterations) == 2
+    tagger.fit(words[:8], tags[:8], batch_size=8, shuffle=False, verbose=0)  # in order
+    assert int(tagger.optimizer.iterations) == 3
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(history.history)
     predicted = tagger.predict(words[:6], batch_size=4, verbose=0)
     # One tag per word, also for words past the 22 pieces that fit ("O").

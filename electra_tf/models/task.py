@@ -138,17 +138,20 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, steps_per_epoch=None,
             shuffle=True, sample_weight=None, **kwargs):
-        """Keras's `fit`; arrays (of strings too) are shuffled every epoch, as Keras does
+        """Keras's `fit`; in-memory examples (arrays, lists, of strings or words too) are
+        batched as a dataset of examples (lists of words are ragged, which keras-hub's
+        pipeline cannot batch) and, with `shuffle`, shuffled every epoch, as Keras does
         (keras-hub's pipeline would feed them in order); its functions are optimised in
         `one_optimization_round`."""
         if getattr(self, "uses_official_recipe", False):
             steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
             self.compile_official_recipe(steps)
-        if shuffle and x is not None and not isinstance(x, tf.data.Dataset) and not (
+        if x is not None and not isinstance(x, tf.data.Dataset) and not (
                 kwargs.get("validation_split")):
             x = self.examples_dataset(x, y, sample_weight)
-            x = batched(x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True),
-                        batch_size)
+            if shuffle:
+                x = x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True)
+            x = batched(x, batch_size)
             y = sample_weight = batch_size = None
             shuffle = False  # done
         optimization.build_optimizer_before_fit(self)
