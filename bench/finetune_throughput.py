@@ -1,0 +1,191 @@
+r"""Fine-tuning speed from Python on short real inputs: seconds per step of our task models'
+`fit` against Hugging Face torch's models of the same weights, each padding a batch only
+as far as its longest example.
+
+  python bench/finetune_throughput.py --model ../shared/models/electra-small-ref/discriminator
+
+Three tasks, batches of 16 (`--batch_size`), the demo sentiment texts (`--tasks`):
+- classify: the texts and their labels, packed to 128 pieces at most;
+- tag: their words, with tags drawn at random (the work does not depend on them), 128;
+- qa: a question of three words read just before a three-word answer in 100-200-word
+  passages of the demo corpus, windows of 384 pieces.
+Ours: `ElectraTextClassifier` / `ElectraTokenClassifier` / `ElectraQuestionAnswerer`
+`.fit` on the raw inputs (the official recipe's optimizer; the encoder reads each batch up
+to its last real token). Torch: `ElectraForSequenceClassification` /
+`...ForTokenClassification` / `...ForQuestionAnswering` with the same encoder weights,
+the fast tokenizer padding each batch to its longest example (Hugging Face's
+`DataCollatorWithPadding`; its QA example script pads to 384 by default, which would be
+slower), fused AdamW and clipping. QA heads differ (ours: the official joint end head and
+no-answer classifier; torch: two linear heads), a small share of the work.
+
+Each round times every side in turn (`--rounds`): `--steps` steps after one warm-up call
+of `--steps` steps (tracing, first runs); the median step of each side over all rounds
+is printed, with the paired ratio torch / ours per round.
+"""
+
+import json
+import os
+import random
+import statistics
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+flags.DEFINE_string("model", os.path.join(ROOT, "..", "shared", "models", "electra-small-ref",
+                                          "discriminator"),
+                    "An ELECTRA discriminator in Hugging Face's layout (with vocab.txt).")
+flags.DEFINE_list("tasks", ["classify", "tag", "qa"], "Tasks to time.")
+flags.DEFINE_integer("batch_size", 16, "Examples per step.")
+flags.DEFINE_integer("steps", 6, "Timed steps per side and round.")
+flags.DEFINE_integer("rounds", 2, "Rounds (every side in turn in each).")
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+LENGTHS = {"classify": 128, "tag": 128, "qa": 384}
+
+
+def sentiment():
+    path = os.path.join(ROOT, "data", "demo", "sentiment", "train.jsonl")
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [r["text"] for r in rows], [int(r["label"]) for r in rows]
+
+
+def examples(task, count):
+    """(inputs, targets) of `count` examples: ours as `fit` takes them."""
+    rng = random.Random(0)
+    texts, labels = sentiment()
+    if task == "classify":
+        return texts[:count], labels[:count]
+    if task == "tag":
+        words = [t.split() for t in texts[:count]]
+        return words, [[rng.choice(TAGS) for _ in w] for w in words]
+    path = os.path.join(ROOT, "data", "demo", "corpus", "sotu_1961_john_f_kennedy_d.txt")
+    with open(path, encoding="utf-8") as f:
+        corpus = f.read().split()
+    questions, contexts, answers = [], [], []
+    for _ in range(count):
+        n = rng.randint(100, 200)
+        begin = rng.randint(0, len(corpus) - n)
+        at = rng.randint(3, n - 3)
+        passage = corpus[begin:begin + n]
+        questions.append("what about " + " ".join(passage[at - 3:at]) + "?")
+        contexts.append(" ".join(passage))
+        answers.append((" ".join(passage[at:at + 3]), len(" ".join(passage[:at])) + 1))
+    return (questions, contexts), answers
+
+
+def ours(task, model_dir):
+    """fit(inputs, targets) -> the seconds of each step."""
+    import keras
+
+    import electra_tf
+
+    if task == "classify":
+        model = electra_tf.ElectraTextClassifier.from_pretrained(model_dir, num_classes=2)
+    elif task == "tag":
+        model = electra_tf.ElectraTokenClassifier.from_pretrained(model_dir,
+                                                                  label_names=TAGS)
+    else:
+        model = electra_tf.ElectraQuestionAnswerer.from_pretrained(model_dir)
+
+    def fit(inputs, targets):
+        ends = [time.perf_counter()]
+        model.fit(inputs, targets, batch_size=FLAGS.batch_size, epochs=1, shuffle=False,
+                  verbose=0, callbacks=[keras.callbacks.LambdaCallback(
+                      on_train_batch_end=lambda *_, **__: ends.append(time.perf_counter()))])
+        return [b - a for a, b in zip(ends, ends[1:])]
+
+    return fit
+
+
+def torch_peer(task, model_dir):
+    """fit(inputs, targets) -> the seconds of each step."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    kind = {"classify": transformers.ElectraForSequenceClassification,
+            "tag": transformers.ElectraForTokenClassification,
+            "qa": transformers.ElectraForQuestionAnswering}[task]
+    model = kind.from_pretrained(model_dir, num_labels=len(TAGS) if task == "tag" else 2)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def batch(inputs, targets):
+        if task == "classify":
+            encoded = tokenizer(inputs, padding="longest", truncation=True,
+                                max_length=LENGTHS[task], return_tensors="pt")
+            return {**encoded, "labels": torch.tensor(targets)}
+        if task == "tag":
+            encoded = tokenizer(inputs, is_split_into_words=True, padding="longest",
+                                truncation=True, max_length=LENGTHS[task],
+                                return_tensors="pt")
+            labels = []
+            for row, tags in enumerate(targets):  # first pieces carry the tags
+                words, previous = encoded.word_ids(row), None
+                labels.append([-100 if w is None or w == previous else TAGS.index(tags[w])
+                               for w, previous in zip(words, [None] + words)])
+            return {**encoded, "labels": torch.tensor(labels)}
+        questions, contexts = inputs
+        encoded = tokenizer(questions, contexts, padding="longest", truncation="only_second",
+                            max_length=LENGTHS[task], return_tensors="pt")
+        length = encoded["input_ids"].shape[1]
+        positions = torch.randint(0, length, (len(questions),))  # the work is the same
+        return {**encoded, "start_positions": positions, "end_positions": positions}
+
+    def fit(inputs, targets):
+        times = []
+        size = len(targets)
+        for begin in range(0, size, FLAGS.batch_size):
+            start = time.perf_counter()
+            part = slice(begin, begin + FLAGS.batch_size)
+            chunk = (inputs[0][part], inputs[1][part]) if task == "qa" else inputs[part]
+            optimizer.zero_grad()
+            model(**batch(chunk, targets[part])).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            times.append(time.perf_counter() - start)
+        return times
+
+    return fit
+
+
+def rows(inputs, part):
+    return (inputs[0][part], inputs[1][part]) if isinstance(inputs, tuple) else inputs[part]
+
+
+def main(argv):
+    del argv
+    import subprocess
+
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model_name = next((line.split(":", 1)[1].strip() for line in cpu.splitlines()
+                       if line.startswith("Model name")), "?")
+    print(f"CPU: {model_name}; batch {FLAGS.batch_size}, {FLAGS.steps} steps x "
+          f"{FLAGS.rounds} rounds per side")
+    per_step = FLAGS.batch_size * FLAGS.steps
+    for task in FLAGS.tasks:
+        inputs, targets = examples(task, per_step * (FLAGS.rounds + 1))
+        sides = {"ours": ours(task, FLAGS.model), "torch": torch_peer(task, FLAGS.model)}
+        warm = slice(0, per_step)
+        for fit in sides.values():
+            fit(rows(inputs, warm), targets[warm])
+        steps = {name: [] for name in sides}
+        ratios = []
+        for r in range(FLAGS.rounds):
+            part = slice(per_step * (r + 1), per_step * (r + 2))
+            medians = {}
+            for name, fit in sides.items():
+                times = fit(rows(inputs, part), targets[part])
+                steps[name] += times
+                medians[name] = statistics.median(times)
+            ratios.append(medians["torch"] / medians["ours"])
+        print(f"{task} ({LENGTHS[task]} pieces at most): ours "
+              f"{statistics.median(steps['ours']):.3f} s/step, torch "
+              f"{statistics.median(steps['torch']):.3f} s/step; torch / ours per round "
+              + ", ".join(f"{x:.2f}" for x in ratios))
+
+
+if __name__ == "__main__":
+    app.run(main)
