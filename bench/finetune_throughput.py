@@ -140,9 +140,8 @@ def torch_peer(task, model_dir):
         for begin in range(0, size, FLAGS.batch_size):
             start = time.perf_counter()
             part = slice(begin, begin + FLAGS.batch_size)
-            chunk = (inputs[0][part], inputs[1][part]) if task == "qa" else inputs[part]
             optimizer.zero_grad()
-            model(**batch(chunk, targets[part])).loss.backward()
+            model(**batch(rows(inputs, part), targets[part])).loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             times.append(time.perf_counter() - start)
@@ -152,6 +151,8 @@ def torch_peer(task, model_dir):
 
 
 def rows(inputs, part):
+    """The examples `part` (a slice) of inputs, or of each of a tuple's (QA's questions and
+    contexts)."""
     return (inputs[0][part], inputs[1][part]) if isinstance(inputs, tuple) else inputs[part]
 
 
