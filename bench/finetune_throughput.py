@@ -23,19 +23,20 @@ of `--steps` steps (tracing, first runs); the median step of each side over all 
 is printed, with the paired ratio torch / ours per round.
 """
 
-import json
 import os
 import random
 import statistics
+import sys
 import time
 
 from absl import app, flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # demo_data
+
+import demo_data  # noqa: E402
+
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-flags.DEFINE_string("model", os.path.join(ROOT, "..", "shared", "models", "electra-small-ref",
-                                          "discriminator"),
-                    "An ELECTRA discriminator in Hugging Face's layout (with vocab.txt).")
+flags.DEFINE_string("model", demo_data.REFERENCE_DISCRIMINATOR, demo_data.MODEL_HELP)
 flags.DEFINE_list("tasks", ["classify", "tag", "qa"], "Tasks to time.")
 flags.DEFINE_integer("batch_size", 16, "Examples per step.")
 flags.DEFINE_integer("steps", 6, "Timed steps per side and round.")
@@ -44,23 +45,18 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 LENGTHS = {"classify": 128, "tag": 128, "qa": 384}
 
 
-def sentiment():
-    path = os.path.join(ROOT, "data", "demo", "sentiment", "train.jsonl")
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    return [r["text"] for r in rows], [int(r["label"]) for r in rows]
-
-
 def examples(task, count):
     """(inputs, targets) of `count` examples: ours as `fit` takes them."""
     rng = random.Random(0)
-    texts, labels = sentiment()
+    rows = demo_data.sentiment("train")
+    texts, labels = [r["text"] for r in rows], [int(r["label"]) for r in rows]
     if task == "classify":
         return texts[:count], labels[:count]
     if task == "tag":
         words = [t.split() for t in texts[:count]]
         return words, [[rng.choice(TAGS) for _ in w] for w in words]
-    path = os.path.join(ROOT, "data", "demo", "corpus", "sotu_1961_john_f_kennedy_d.txt")
+    path = os.path.join(demo_data.ROOT, "data", "demo", "corpus",
+                        "sotu_1961_john_f_kennedy_d.txt")
     with open(path, encoding="utf-8") as f:
         corpus = f.read().split()
     questions, contexts, answers = [], [], []

@@ -24,22 +24,17 @@ import time
 
 from absl import app, flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # demo_data
+
+import demo_data  # noqa: E402
+
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-flags.DEFINE_string("model", os.path.join(ROOT, "..", "shared", "models", "electra-small-ref",
-                                          "discriminator"),
-                    "An ELECTRA discriminator in Hugging Face's layout (with vocab.txt).")
+flags.DEFINE_string("model", demo_data.REFERENCE_DISCRIMINATOR, demo_data.MODEL_HELP)
 flags.DEFINE_list("sizes", ["1", "8", "64"], "Texts per call.")
 flags.DEFINE_integer("repeats", 5, "Timed calls per size, side and round.")
 flags.DEFINE_integer("rounds", 3, "Processes per side (the sides in turn).")
 SEQUENCE_LENGTH = 128
 BATCH_SIZE = 32
-
-
-def demo_texts() -> list:
-    path = os.path.join(ROOT, "data", "demo", "sentiment", "dev.jsonl")
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line in f]
 
 
 def ours(model_dir):
@@ -102,7 +97,7 @@ def seconds(run) -> float:
 
 def measure_here(name, sizes):
     """Prints JSON: the first call's seconds and {size: median seconds per call}."""
-    texts = demo_texts()
+    texts = [row["text"] for row in demo_data.sentiment("dev")]
     call = SIDES[name](FLAGS.model)
     first, medians = {}, {}
     for n in sizes:
