@@ -1,6 +1,6 @@
-"""Shortest first: in-memory examples ordered by length for `predict` and `evaluate`, so
-that each batch's encoder reads up to its own longest example (the task models cut the
-padding tail per batch)."""
+"""Shortest first: in-memory examples ordered by length for `predict`, so that each batch's
+encoder reads up to its own longest example (the task models cut the padding tail per
+batch)."""
 
 import numpy as np
 import tensorflow as tf
