@@ -10,7 +10,7 @@ import electra_tf
 from conftest import DEMO, QA_CONTEXT, QA_QUESTIONS, read_jsonl
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import readers
-from electra_tf.models import question_answerer, token_classifier
+from electra_tf.models import question_answerer, task
 
 CONTEXT = ("The president gave a speech to the congress about the economy. "
            "The nation was strong and the people were free.")
@@ -73,7 +73,7 @@ def test_the_tagger_reads_up_to_the_last_real_token_with_the_same_logits(pretrai
     assert not cut[:, lengths[0]:].any()
     answers = [tagger.evaluate(words, tags, verbose=0, return_dict=True),
                tagger.predict(words, verbose=0)]
-    monkeypatch.setattr(token_classifier, "without_padding_tail", lambda inputs: inputs)
+    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length: inputs)
     whole = tagger(packed, training=False).numpy()
     assert lengths[-1] == 24
     real = packed["input_mask"].numpy().astype(bool)
@@ -120,7 +120,7 @@ def test_the_question_answerer_reads_up_to_the_last_real_token_with_the_same_out
     _, short = qa.features(["a"], ["b"])
     assert short.inputs["input_mask"].sum() < qa.beam_size
     assert qa.predict((["a"], ["b"]), verbose=0)[0] in ("", "b")
-    monkeypatch.setattr(question_answerer, "without_padding_tail", lambda x, **kw: x)
+    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length: inputs)
     whole = [qa(x, training=False) for x in (inputs, training)]
     real = inputs["input_mask"].astype(bool)
     for cut_outputs, whole_outputs in zip(cut, whole):

@@ -6,8 +6,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
 from electra_tf.layers.activations import gelu
 from electra_tf.layers.flat_dense import FlatDense
-from electra_tf.models.task import (ElectraTask, at_packed_length, encoder_inputs,
-                                    without_padding_tail)
+from electra_tf.models.task import ElectraTask, at_packed_length, encoder_inputs
 
 # The start and end logits of positions that cannot hold an answer (past the context).
 OUTSIDE_LOGIT = -1000.0
@@ -77,8 +76,8 @@ class ElectraQuestionAnswerer(ElectraTask):
         beam = min(self.beam_size, inputs["input_mask"].shape[1] or self.beam_size)
         packed = encoder_inputs(inputs)
         # Answers lie before the padding: the encoder reads up to the batch's last real
-        # token (slicing needs dynamic shapes: not under XLA).
-        cut = packed if self.jit_compile else without_padding_tail(packed, min_length=beam)
+        # token.
+        cut = self.cut_padding_tail(packed, min_length=beam)
         sequence = keras.ops.cast(self.encoder(cut, training=training)["sequence_output"],
                                   "float32")
         # Answers lie in the context (segment 1) or are "no answer" ([CLS], position 0).

@@ -234,6 +234,12 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         self.predict_function = predict_function
         return predict_function
 
+    def cut_padding_tail(self, inputs: dict, min_length: int = 1) -> dict:
+        """The encoder's inputs cut after the batch's last real token
+        (`without_padding_tail`; every task model's outputs allow it), or as they are when
+        XLA compiles the model, whose shapes must be static."""
+        return inputs if self.jit_compile else without_padding_tail(inputs, min_length)
+
     def example_tensors(self, x):
         """In-memory inputs (of `fit`, `evaluate`, `predict`) as tensors, one example per
         row."""

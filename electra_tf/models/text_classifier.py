@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.models.metrics import PearsonCorrelation
-from electra_tf.models.task import ElectraTask, encoder_inputs, without_padding_tail
+from electra_tf.models.task import ElectraTask, encoder_inputs
 from electra_tf.text.packing import TEXT, TEXT_PAIR
 
 
@@ -53,9 +53,8 @@ class ElectraTextClassifier(ElectraTask):
         return self.num_classes == 1
 
     def call(self, inputs, training=None):
-        inputs = encoder_inputs(inputs)
-        if not self.jit_compile:  # [CLS] alone is read: the padding tail is not needed
-            inputs = without_padding_tail(inputs)
+        # [CLS] alone is read: the padding tail is not needed.
+        inputs = self.cut_padding_tail(encoder_inputs(inputs))
         cls = self.encoder(inputs, training=training)["pooled_output"]
         logits = self.head(self.dropout(cls, training=training))
         return keras.ops.squeeze(logits, -1) if self.regression else logits

@@ -6,8 +6,7 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
-from electra_tf.models.task import (ElectraTask, at_packed_length, batched, encoder_inputs,
-                                    without_padding_tail)
+from electra_tf.models.task import ElectraTask, at_packed_length, batched, encoder_inputs
 from electra_tf.text.packing import TEXT
 
 # Served words: strings [N, W], "" padding (dense, as TF Serving needs).
@@ -60,10 +59,10 @@ class ElectraTokenClassifier(ElectraTask):
     def call(self, inputs, training=None):
         packed = encoder_inputs(inputs)
         # Words start before the padding: the encoder reads up to the batch's last real
-        # token (a short sentence packed to 128 pieces is mostly padding; slicing needs
-        # dynamic shapes: not under XLA); the cut positions' logits are zeros.
-        cut = packed if self.jit_compile else without_padding_tail(packed)
-        sequence = self.encoder(cut, training=training)["sequence_output"]
+        # token (a short sentence packed to 128 pieces is mostly padding); the cut
+        # positions' logits are zeros.
+        sequence = self.encoder(self.cut_padding_tail(packed),
+                                training=training)["sequence_output"]
         return at_packed_length(self.head(self.dropout(sequence, training=training)), packed)
 
     def task_loss(self):
