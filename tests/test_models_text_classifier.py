@@ -106,6 +106,8 @@ def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fi
         clf.predict([])
     with pytest.raises(ConfigError, match=r"different lengths \[2, 3\]"):
         clf.predict((texts[:3], texts[:2]))
+    with pytest.raises(ConfigError, match=r"different lengths \[4, 5\]"):  # > a batch
+        clf.predict((texts[:5], texts[:4]), batch_size=2)
 
 
 def test_more_than_a_batch_runs_shortest_first_and_answers_in_order(fitted, monkeypatch):

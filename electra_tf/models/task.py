@@ -178,15 +178,16 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         if not isinstance(x, IN_MEMORY):
             return super().predict(x, batch_size=batch_size, **kwargs)
         batch_size = batch_size or KERAS_BATCH_SIZE
-        parts, order = self.example_parts(x), None
-        rows = int(tf.nest.flatten(parts[0])[0].shape[0])
-        if rows > batch_size and not (kwargs.get("steps") or kwargs.get("callbacks")):
-            order = length_order.shortest_first(parts[0])
-            parts = parts if order is None else length_order.take(parts, order)
-        batches = PackedBatches(parts, self.preprocess_samples, batch_size)
+        batches = PackedBatches(self.example_parts(x), self.preprocess_samples, batch_size)
+        keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
+        order = None
+        if len(batches) > 1 and not keras_batches_seen:
+            order = length_order.shortest_first(batches.parts[0])
+            if order is not None:
+                batches = PackedBatches(length_order.take(batches.parts, order),
+                                        self.preprocess_samples, batch_size)
         if len(batches) == 1 and kwargs.get("verbose", "auto") in ("auto", 0) and not (
-                kwargs.get("callbacks") or kwargs.get("steps")) and (
-                self.distribute_strategy.num_replicas_in_sync == 1):
+                keras_batches_seen) and self.distribute_strategy.num_replicas_in_sync == 1:
             # One batch, nothing to report: run it directly. Keras's loop (data adapter,
             # iterator, callbacks) costs ~50 ms a call, more than ELECTRA-Small takes on
             # a few texts. (Replicas would each get the whole batch: Keras's loop splits
