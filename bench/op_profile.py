@@ -35,7 +35,7 @@ flags.DEFINE_string("preset", "small", "ELECTRA preset.")
 flags.DEFINE_integer("warmup", 3, "Untraced steps first (tracing, graph optimisation).")
 flags.DEFINE_integer("steps", 3, "Traced steps.")
 flags.DEFINE_integer("top", 25, "Op types to print.")
-flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16"], "As electra-pretrain's.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "As electra-pretrain's.")
 flags.DEFINE_string("logdir", None, "Keep the trace here (default: a temporary directory).")
 
 # A traced op's event is named "node_name:OpType"; the runtime's own events ("ExecutorState::

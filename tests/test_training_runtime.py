@@ -168,3 +168,51 @@ def test_training_runs_use_fused_dropout_and_layer_norms_unless_told_not_to(monk
     # Keras's dropout draws with Philox once per call (the embeddings twice, once per tower);
     # what is left when fused is the masking's draws.
     assert philox_draws[False] - philox_draws[True] == 2 + 2 * cfg.num_layers * 3
+
+
+def _remapping_in_call():
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+
+    return config_pb2.ConfigProto.FromString(
+        context.context().function_call_options.config_proto_serialized
+    ).graph_options.rewrite_options.remapping
+
+
+@pytest.mark.parametrize("precision", ["fp16", "none"])
+def test_float16_runs_without_the_remapper_on_a_cpu(precision, monkeypatch):
+    """oneDNN runs a float16 `MatMul` fused with its `BiasAdd` with its reference code on
+    CPUs with AVX512_FP16 (100x slower): float16 models' `fit` and `predict` turn the
+    fusing pass off; other precisions keep it."""
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    from electra_tf.layers.encoder import ElectraEncoder
+    from electra_tf.models.text_classifier import ElectraTextClassifier
+    from electra_tf.runs.pretrain import build_model
+    from electra_tf.training.runtime import precision as precision_scope
+
+    cfg = ElectraConfig.preset("tiny", vocab_size=200, max_seq_length=16, batch_size=2)
+    model, _ = build_model(cfg, RuntimeOptions(mixed_precision=precision))
+    with precision_scope(precision):
+        classifier = ElectraTextClassifier(ElectraEncoder.from_electra_config(cfg), 2)
+    seen = []
+    for which, name in ((model, "train_function"), (classifier, "predict_function")):
+        make = getattr(which, "make_" + name)
+
+        def watched(force=False, which=which, name=name, make=make):
+            make(force)
+            function = getattr(which, name)
+            setattr(which, name, lambda *args: seen.append(_remapping_in_call()) or
+                    function(*args))
+            return getattr(which, name)
+
+        monkeypatch.setattr(which, "make_" + name, watched)
+    ids = np.full((2, 16), 7, np.int32)
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids)}
+    model.fit(tf.data.Dataset.from_tensors(
+        {**batch, "noise": np.full((2, model.noise_width), 0.5, np.float32)}), verbose=0)
+    classifier.predict(batch, verbose=0)
+    off = rewriter_config_pb2.RewriterConfig.OFF
+    kept = rewriter_config_pb2.RewriterConfig.DEFAULT
+    assert seen == [off if precision == "fp16" else kept] * 2

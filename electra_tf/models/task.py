@@ -21,7 +21,8 @@ from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
 from electra_tf.training import optimization
-from electra_tf.training.graph_optimization import one_optimization_round
+from electra_tf.training.graph_optimization import (one_optimization_round,
+                                                     optimized_in_one_round)
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
 KERAS_BATCH_SIZE = 32
@@ -155,12 +156,12 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             y = sample_weight = batch_size = None
             shuffle = False  # done
         optimization.build_optimizer_before_fit(self)
-        with one_optimization_round():
+        with one_optimization_round(self.compute_dtype):
             return super().fit(x, y, batch_size=batch_size, epochs=epochs,
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,
                                sample_weight=sample_weight, **kwargs)
 
-    @one_optimization_round()
+    @optimized_in_one_round
     @inference_only()
     def predict(self, x=None, batch_size=None, **kwargs):
         """keras-hub's `predict`, except for in-memory inputs (lists, arrays, tensors, or a
@@ -199,7 +200,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         outputs = keras.Model.predict(self, batches, **kwargs)
         return outputs if order is None else length_order.restore(outputs, order)
 
-    @one_optimization_round()
+    @optimized_in_one_round
     @inference_only()
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`

@@ -138,7 +138,7 @@ class ElectraPretrainer(keras.Model):
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
-        with one_optimization_round():
+        with one_optimization_round(self.compute_dtype):
             return super().fit(*args, **kwargs)
 
     def get_build_config(self):
