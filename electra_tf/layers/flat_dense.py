@@ -89,7 +89,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
             # `tf.cond`'s branch (measured: 60 of an export's 74 products unfused).
             y = tf.matmul(x, kernel)
         if bias is not None:
-            y = tf.nn.bias_add(y, bias)
+            y = bias_add(y, bias) if training else tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
 
     if splittable and x.shape[0] is not None:
@@ -147,3 +147,27 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
                 tf.matmul(x, upstream, transpose_a=True))
 
     return tf.matmul(x, kernel), gradient
+
+
+def bias_add(y, bias):
+    """`tf.nn.bias_add(y, bias)` of a 2-D `y`; in bfloat16, the bias's gradient is the
+    product of a row of ones with the upstream gradient.
+
+    Why: TensorFlow's `BiasAddGrad` sums bfloat16 rows in bfloat16, while a product
+    accumulates in float32 and rounds once. Summing 4,096 rows of unit normals,
+    `BiasAddGrad` missed the float64 sums (about 64 in size) by up to 21, the product by
+    0.47, the result's own rounding; the product also took 1.4 ms against 2.4 ([4096,
+    1024], 2-core Sapphire Rapids). float32 and float16 sums stay within their rounding.
+    The forward `BiasAdd` is unchanged, so Grappler still fuses it into its `MatMul`."""
+    if y.dtype != tf.bfloat16:
+        return tf.nn.bias_add(y, bias)
+    return _bias_add_with_product_gradient(y, bias)
+
+
+@tf.custom_gradient
+def _bias_add_with_product_gradient(y, bias):
+    def gradient(upstream):
+        ones = tf.ones([1, tf.shape(upstream)[0]], upstream.dtype)
+        return upstream, tf.reshape(tf.matmul(ones, upstream), [-1])
+
+    return tf.nn.bias_add(y, bias), gradient
