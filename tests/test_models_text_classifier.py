@@ -148,15 +148,13 @@ def test_predict_and_evaluate_trace_for_inference_optimised_in_one_round(fitted,
                                                                          monkeypatch):
     """Without hand-written gradients (`inference_only`) and, as `fit` does, in one Grappler
     round (`one_optimization_round`): each costs the first call ~0.1-0.2 s for nothing."""
-    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
-    from tensorflow.python.eager import context
+    from tensorflow.core.protobuf import rewriter_config_pb2
 
     from electra_tf.layers.inference import gradients_wanted
+    from electra_tf.training.graph_optimization import call_config
 
     def rounds():
-        return config_pb2.ConfigProto.FromString(
-            context.context().function_call_options.config_proto_serialized
-        ).graph_options.rewrite_options.meta_optimizer_iterations
+        return call_config().graph_options.rewrite_options.meta_optimizer_iterations
 
     clf, texts, _ = fitted
     seen = []

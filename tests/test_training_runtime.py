@@ -170,15 +170,6 @@ def test_training_runs_use_fused_dropout_and_layer_norms_unless_told_not_to(monk
     assert philox_draws[False] - philox_draws[True] == 2 + 2 * cfg.num_layers * 3
 
 
-def _remapping_in_call():
-    from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.eager import context
-
-    return config_pb2.ConfigProto.FromString(
-        context.context().function_call_options.config_proto_serialized
-    ).graph_options.rewrite_options.remapping
-
-
 @pytest.mark.parametrize("precision", ["fp16", "none"])
 def test_float16_runs_without_the_remapper_on_a_cpu(precision, monkeypatch):
     """oneDNN runs a float16 `MatMul` fused with its `BiasAdd` with its reference code on
@@ -189,6 +180,7 @@ def test_float16_runs_without_the_remapper_on_a_cpu(precision, monkeypatch):
     from electra_tf.layers.encoder import ElectraEncoder
     from electra_tf.models.text_classifier import ElectraTextClassifier
     from electra_tf.runs.pretrain import build_model
+    from electra_tf.training.graph_optimization import call_config
     from electra_tf.training.runtime import precision as precision_scope
 
     cfg = ElectraConfig.preset("tiny", vocab_size=200, max_seq_length=16, batch_size=2)
@@ -202,8 +194,8 @@ def test_float16_runs_without_the_remapper_on_a_cpu(precision, monkeypatch):
         def watched(force=False, which=which, name=name, make=make):
             make(force)
             function = getattr(which, name)
-            setattr(which, name, lambda *args: seen.append(_remapping_in_call()) or
-                    function(*args))
+            setattr(which, name, lambda *args: seen.append(
+                call_config().graph_options.rewrite_options.remapping) or function(*args))
             return getattr(which, name)
 
         monkeypatch.setattr(which, "make_" + name, watched)

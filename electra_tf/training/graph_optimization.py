@@ -9,7 +9,7 @@ accelerators). Without them the first step came 3.2 s sooner (two fresh processe
 the same steady speed. On a CPU the layout pass changes nothing either (it converts
 convolutions' layouts for GPUs) and took 0.2 s on the pretraining step (2-core AVX-512
 EPYC). TensorFlow takes these settings from the configuration each function call carries,
-so they hold for the calls `fit` makes inside `one_optimization_round()` only.
+so they hold for the calls `fit` makes inside `one_optimization_round` only.
 
 A model computing in float16 on a CPU also goes without the remapper, the pass that fuses a
 `MatMul` and its `BiasAdd` into one oneDNN kernel: oneDNN has no float16 kernel of that
@@ -26,14 +26,20 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
 
 
+def call_config() -> config_pb2.ConfigProto:
+    """The configuration the next function call carries (Grappler's settings among it)."""
+    return config_pb2.ConfigProto.FromString(
+        context.context().function_call_options.config_proto_serialized)
+
+
 @contextlib.contextmanager
-def one_optimization_round(compute_dtype="float32"):
+def one_optimization_round(compute_dtype):
     """Functions first called inside are optimised by one Grappler round, without its
     memory and layout passes when no accelerator is visible, and without its remapper when
     they compute in `compute_dtype` float16 on a CPU. Other settings are kept."""
     eager = context.context()
     previous = eager.function_call_options
-    config = config_pb2.ConfigProto.FromString(previous.config_proto_serialized)
+    config = call_config()
     rewrite = config.graph_options.rewrite_options
     rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
     if not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")):
