@@ -489,3 +489,49 @@ def test_bfloat16_bias_gradients_are_summed_in_float32():
     bias_gradient = tape.gradient(loss, layer.bias).numpy()
     expected = tf.reduce_sum(tf.cast(upstream, tf.float64), [0, 1]).numpy()
     np.testing.assert_allclose(bias_gradient, expected, rtol=2.0 ** -8, atol=0)
+
+
+@pytest.mark.parametrize("policy, tolerance", [("float32", 1e-5), ("mixed_bfloat16", 2e-2)])
+def test_a_gelu_layer_trains_with_its_bias_added_inside_the_gelu(policy, tolerance):
+    """In training, a dense layer with the fused GELU adds its bias inside the GELU's kernel
+    (no `BiasAdd` for Grappler to fuse into the product, which takes oneDNN's bfloat16
+    product off AMX): the same function and gradients as in float64."""
+    layer = flat_dense.FlatDense(64, activation=fused_gelu, dtype=policy,
+                                 bias_initializer="random_normal")
+    x = tf.random.stateless_normal([4, 16, 32], seed=[1, 1])
+    upstream = tf.random.stateless_normal([4, 16, 64], seed=[1, 2])
+    layer.build(x.shape)
+
+    def outputs_and_gradients(call, dtype):
+        variables = [tf.cast(v, dtype) for v in (layer.kernel, layer.bias)]
+        inputs = tf.cast(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch([inputs, *variables])
+            y = call(inputs, *variables)
+            loss = tf.reduce_sum(tf.cast(y, tf.float64) * tf.cast(upstream, tf.float64))
+        return [tf.cast(t, tf.float64).numpy()
+                for t in (y, *tape.gradient(loss, [inputs, *variables]))]
+
+    ours = outputs_and_gradients(
+        lambda inputs, kernel, bias: flat_dense.flat_matmul(
+            inputs, kernel, bias, contracted_axes=1, activation=fused_gelu, training=True),
+        layer.compute_dtype)
+    exact = outputs_and_gradients(
+        lambda inputs, kernel, bias: keras.activations.gelu(
+            tf.tensordot(inputs, kernel, 1) + bias, approximate=False), tf.float64)
+    for name, got, expected in zip(["outputs", "x", "kernel", "bias"], ours, exact):
+        scale = np.abs(expected).max()
+        np.testing.assert_allclose(got, expected, atol=tolerance * scale, err_msg=name)
+
+    @tf.function
+    def training_gradients(inputs):
+        with tf.GradientTape() as tape:
+            y = layer(inputs, training=True)
+        return tape.gradient(y, layer.trainable_variables, output_gradients=tf.cast(
+            upstream, layer.compute_dtype))
+
+    def kinds(function):
+        return {op.type for op in function.get_concrete_function(x).graph.get_operations()}
+
+    assert "BiasAdd" in kinds(tf.function(lambda inputs: layer(inputs, training=False)))
+    assert "BiasAdd" not in kinds(training_gradients)

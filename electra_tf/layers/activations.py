@@ -13,7 +13,9 @@ runs a GELU on CPU as separate Eigen passes over the [batch, seq, intermediate] 
 put those passes at about a fifth of the step's op time. XLA compiles each direction into
 one elementwise loop; only these two small functions are compiled, so the rest of the step
 keeps TensorFlow's oneDNN kernels (compiling the whole step with XLA is far slower on CPUs,
-see `--jit_compile`). Exports use `gelu` (serving binaries need not have XLA).
+see `--jit_compile`). Exports use `gelu` (serving binaries need not have XLA). The dense
+layers add their bias inside these kernels in training (`fused_gelu_of_sum`, used by
+`flat_dense.bias_add_and_fused_gelu`, which says why).
 
 All compute the same function as Keras's `gelu`, to float32 rounding.
 """
@@ -27,22 +29,23 @@ _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
-# Both kernels compute in float32 and round once at the end: left to itself, XLA's CPU
+# The kernels compute in float32 and round once at the end: left to itself, XLA's CPU
 # backend evaluates a bfloat16 GELU partly in bfloat16 (outputs up to 0.016 off) and with
 # slower conversions (4.0 against 1.9 ms forward over [32, 128, 1024] bfloat16 values on a
 # 2-core AVX-512 EPYC). erf rather than erfc, as in `gelu`: cheaper in XLA too.
+# `bias` is added to `x` first (in float32); `fused_gelu` passes a scalar 0.
 
 
 @tf.function(jit_compile=True)
-def _gelu(x):
-    wide = tf.cast(x, tf.float32)
+def _gelu(x, bias):
+    wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
     return tf.cast(wide * (0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)), x.dtype)
 
 
 @tf.function(jit_compile=True)
-def _gelu_backward(x, upstream):
+def _gelu_backward(x, bias, upstream):
     # d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
-    wide = tf.cast(x, tf.float32)
+    wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
     cdf = 0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)
     pdf = tf.exp(-0.5 * wide * wide) * _INV_SQRT_2PI
     return tf.cast(tf.cast(upstream, tf.float32) * (cdf + wide * pdf), upstream.dtype)
@@ -61,4 +64,12 @@ GELU = "electra_tf>gelu"  # the activation of every dense layer the paper gives 
 @tf.custom_gradient
 def fused_gelu(x):
     """Exact GELU, `x * Phi(x)`, of a float tensor of any shape; same shape and dtype."""
-    return _gelu(x), lambda upstream: _gelu_backward(x, upstream)
+    zero = tf.zeros([], x.dtype)
+    return _gelu(x, zero), lambda upstream: _gelu_backward(x, zero, upstream)
+
+
+def fused_gelu_of_sum(x, bias):
+    """(`fused_gelu(x + bias)`, its gradient function: upstream -> the gradient of the sum)
+    in one XLA kernel each way, with no pass of its own for the sum; `bias` broadcasts
+    against `x`. For a caller that writes the bias's own gradient (`flat_dense`)."""
+    return _gelu(x, bias), lambda upstream: _gelu_backward(x, bias, upstream)
