@@ -153,8 +153,8 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
 
 
 def bias_add(y, bias):
-    """`tf.nn.bias_add(y, bias)` of a 2-D `y`, its bias's gradient `bias_gradient`'s. The
-    forward `BiasAdd` is TensorFlow's, so Grappler still fuses it into its `MatMul`."""
+    """`tf.nn.bias_add(y, bias)` of a 2-D `y`, with `bias_gradient` as the bias's gradient.
+    The forward `BiasAdd` is TensorFlow's, so Grappler still fuses it into its `MatMul`."""
     if y.dtype != tf.bfloat16:
         return tf.nn.bias_add(y, bias)
     return _bias_add_with_product_gradient(y, bias)
