@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from conftest import ROOT, run_command
 from electra_tf.errors import ConfigError
@@ -94,6 +95,15 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
                 if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
     model = load_finetuned(str(finetuned / "cls")).model
     assert saved == sum(int(np.prod(v.shape)) for v in model.variables)
+
+    # Traced for inference: no hand-written gradients, the layer norms in their cheaper
+    # order (`normalize_for_inference`: no SquaredDifference).
+    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
+    nodes = [node for function in graph.meta_graphs[0].graph_def.library.function
+             for node in function.node_def]
+    assert not any("_gradient_op_type" in node.attr for node in nodes)
+    assert {"Square", "MatMul"} <= {node.op for node in nodes}
+    assert "SquaredDifference" not in {node.op for node in nodes}
 
     records = list(tf.data.TFRecordDataset(str(path / serving.WARMUP_FILE)))
     batch_sizes = []

@@ -16,6 +16,7 @@ import tensorflow as tf
 from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.layers import flat_dense
+from electra_tf.layers.inference import inference_only
 
 # The batch sizes the example batching config allows (export/serving/batching.config).
 WARMUP_BATCH_SIZES = (1, 8, 32)
@@ -105,7 +106,8 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     path = os.path.join(base, str(version))
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:
-        with flat_dense.split_per_call():  # the signatures are traced here
+        # The signatures are traced here; TF Serving never differentiates them.
+        with flat_dense.split_per_call(), inference_only():
             tf.saved_model.save(module, partial, signatures=signatures)
         files.write_text(os.path.join(partial, "assets", "vocab.txt"),
                          "".join(token + "\n" for token in tokenizer.vocabulary))
