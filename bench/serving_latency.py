@@ -18,6 +18,9 @@ pretraining checkpoints'.
 
 TensorFlow runs with its pooling CPU allocator, as the README tells TF Serving operators to
 start the server (`TF_CPU_ALLOCATOR_USE_BFC=true`); set the variable to false to time malloc.
+A server may run the export with oneDNN's kernels or without them, on TensorFlow's own
+(Eigen), depending on its build and CPU: set `TF_ENABLE_ONEDNN_OPTS=0` to time the latter.
+The first line printed says which ran.
 """
 
 import json
@@ -32,6 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)
 from absl import app, flags  # noqa: E402
+from tensorflow.python.util import _pywrap_util_port  # noqa: E402  (whether oneDNN runs)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export", None, "An exported version directory (<base>/<N>).")
@@ -129,7 +133,8 @@ def time_requests(request):
 
 def main(argv):
     del argv
-    print("TF_CPU_ALLOCATOR_USE_BFC=" + os.environ["TF_CPU_ALLOCATOR_USE_BFC"])
+    print("TF_CPU_ALLOCATOR_USE_BFC=" + os.environ["TF_CPU_ALLOCATOR_USE_BFC"] + ", oneDNN "
+          + ("on" if _pywrap_util_port.IsMklEnabled() else "off"))
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], FLAGS.export)
         sides = {"electra_tf (TF1 session, SavedModel)": tf_serving_requests(
