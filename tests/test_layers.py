@@ -146,7 +146,7 @@ def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_a_layer_norm_traced_for_inference_normalizes_in_its_cheaper_order_as_exactly(policy):
+def test_a_layer_norm_traced_for_inference_takes_a_cheaper_order_as_exact_as_keras(policy):
     from electra_tf.layers.inference import inference_only
 
     x, _, (norm,) = norms_alike((ClosedFormLayerNormalization,), policy)
