@@ -29,8 +29,7 @@ class ClosedFormLayerNormalization(keras.layers.LayerNormalization):
             return super().call(inputs)
         # As Keras: statistics in at least float32, the output in the compute dtype.
         compute_dtype = keras.backend.result_type(inputs.dtype, "float32")
-        normalize = layer_normalization if gradients_wanted() else normalize_for_inference
-        outputs = normalize(
+        outputs = layer_normalization(
             keras.ops.cast(inputs, compute_dtype), keras.ops.cast(self.gamma, compute_dtype),
             keras.ops.cast(self.beta, compute_dtype), self.epsilon)
         return keras.ops.cast(outputs, self.compute_dtype)
@@ -78,13 +77,14 @@ def normalization_gradients(x, gamma, mean, reciprocal_std, upstream):
 
 
 def layer_normalization(x, gamma, beta, epsilon, forward=normalize_with_statistics,
-                        backward=normalization_gradients):
+                        backward=normalization_gradients, inference=normalize_for_inference):
     """Normalizes `x` over its last axis, then scales by `gamma` and shifts by `beta`, with
     `forward` and `backward` computing what `normalize_with_statistics` and
     `normalization_gradients` do (`fused_layer_normalization` passes XLA kernels); the
-    scale's and shift's gradients are summed in `gamma`'s dtype."""
+    scale's and shift's gradients are summed in `gamma`'s dtype. Where no gradients are
+    wanted (`inference_only`), `inference` computes the outputs alone."""
     if not gradients_wanted():
-        return forward(x, gamma, beta, epsilon)[0]
+        return inference(x, gamma, beta, epsilon)
 
     @tf.custom_gradient
     def normalize(x, gamma, beta):

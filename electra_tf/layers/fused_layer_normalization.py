@@ -43,7 +43,8 @@ def fused_layer_normalization(x, gamma, beta, epsilon: float):
     """`x` (any float dtype) normalized over its last axis, scaled by `gamma` and shifted by
     `beta` (float32), computed in float32; the output in `x`'s dtype."""
     return layer_normalization(x, gamma, beta, tf.constant(epsilon, tf.float32),
-                               forward=_forward, backward=_backward)
+                               forward=_forward, backward=_backward,
+                               inference=lambda *arguments: _forward(*arguments)[0])
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
