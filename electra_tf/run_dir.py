@@ -253,7 +253,8 @@ def layers_only(model) -> tf.train.Checkpoint:
 
 def restore_pretrainer(model, pretrained: Pretrained, parts: dict) -> None:
     """Restores the `parts` (see `Pretrained.parts`) of a built `ElectraPretrainer` from
-    `pretrained`'s checkpoint; every weight of those parts must be found."""
+    `pretrained`'s checkpoint; every weight of those parts must be found. A compiled model's
+    optimizer is left out: a new run starts it fresh."""
     if parts["generator"]:
         checkpoint = tf.train.Checkpoint(discriminator=model.discriminator,
                                          model=layers_only(model))

@@ -258,7 +258,7 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
             else:  # converted weights (electra_tf.convert): continue with a new optimizer
                 print(f"Continuing pretraining from the weights in {restore_from}.")
                 pretrained = run_dir.open_pretrained(restore_from)
-                _restore_weights_only(model, pretrained, pretrained.parts())
+                run_dir.restore_pretrainer(model, pretrained, pretrained.parts())
         elif initial:
             _start_from(model, initial)
     start_step = int(optimizer.iterations.numpy())
@@ -384,7 +384,7 @@ def _start_from(model, initial: dict) -> None:
               file=sys.stderr)
     print(f"Starting from the weights of {name} ({pretrained.checkpoint}) with a new "
           "optimizer and schedule.")
-    _restore_weights_only(model, pretrained, parts)
+    run_dir.restore_pretrainer(model, pretrained, parts)
 
 
 def _transferable_parts(model, pretrained: run_dir.Pretrained) -> dict:
@@ -402,17 +402,6 @@ def _transferable_parts(model, pretrained: run_dir.Pretrained) -> dict:
             or head_alone}
 
 
-def _restore_weights_only(model, pretrained: run_dir.Pretrained, parts: dict) -> None:
-    """Loads the `parts` (`Pretrained.parts`) of a checkpoint saved without optimizer state
-    into the compiled `model`.
-
-    A compiled model tracks its optimizer, whose slots such a checkpoint lacks; restoring
-    into an uncompiled twin keeps the "every weight matched" check meaningful.
-    """
-    twin = ElectraPretrainer(model.config)
-    twin.build_all()
-    run_dir.restore_pretrainer(twin, pretrained, parts)
-    model.set_weights(twin.get_weights())
 
 
 def print_summary(model_dir: str, results: dict) -> None:
