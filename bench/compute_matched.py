@@ -1,5 +1,6 @@
 r"""ELECTRA against BERT-style MLM at the same pretraining FLOPs, then fine-tuned (paper Table 5).
 
+  pip install -r requirements-plots.txt           # matplotlib, once
   python bench/compute_matched.py                 # electra, electra_gdes, mlm: ~110 min
   python bench/compute_matched.py --objectives electra,mlm,electra_15,replace_mlm,all_tokens_mlm
 
@@ -46,6 +47,8 @@ from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
 from electra_tf.runs import finetune as finetuning  # noqa: E402
 from electra_tf.runs import pretrain as pretraining  # noqa: E402
 from electra_tf.text import vocab as vocab_lib  # noqa: E402
+
+import plots  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
@@ -150,11 +153,7 @@ def finetune(name: str, init_checkpoint: str, random_init: bool) -> dict:
 
 
 def plot(rows: list, baseline: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plots.pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for objective in dict.fromkeys(row["objective"] for row in rows):
         mine = [row for row in rows if row["objective"] == objective]
@@ -190,6 +189,7 @@ def print_table(rows: list, baseline: dict) -> None:
 def main(argv):
     del argv
     started = time.time()
+    plots.pyplot()  # fails now, not after hours of runs
     for objective in FLAGS.objectives:
         check_choice("--objectives", objective, (*OBJECTIVES, *VARIANTS))
     quarters = budget_quarters()

@@ -1,6 +1,7 @@
 r"""Plots a pretraining run's downstream probe (`electra-pretrain --probe_task`): probe
 accuracy against steps, beside the random encoder's.
 
+  pip install -r requirements-plots.txt   # matplotlib, once
   python bench/probe_curve.py --run runs/demo --output docs/probe_curve.png
 """
 
@@ -9,6 +10,8 @@ import os
 
 from absl import app, flags
 
+import plots
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("run", "runs/demo", "A pretraining run directory with a probe.json.")
 flags.DEFINE_string("output", "probe_curve.png", "Where to write the plot (PNG).")
@@ -16,10 +19,7 @@ flags.DEFINE_string("output", "probe_curve.png", "Where to write the plot (PNG).
 
 def main(argv):
     del argv
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     with open(os.path.join(FLAGS.run, "probe.json"), encoding="utf-8") as f:
         probe = json.load(f)
