@@ -169,7 +169,7 @@ def pretrained_dir(tmp_path_factory, shards, vocab_path):
         inputs = pretrain_run.RunInputs(model_dir=str(directory), data=shards[0],
                                         vocab=vocab_path)
         config, pattern = pretrain_run.prepare_run(config, inputs)
-        pretrain_run.train(config, str(directory), pattern, eval_batches=1, verbose=0)
+        pretrain_run.train(config, str(directory), pattern, eval_batches=0, verbose=0)
 
     return str(build_once(tmp_path_factory, "pretrained", build))
 

@@ -149,6 +149,6 @@ def test_multi_worker_matches_one_device_and_resumes_on_one_device(
     config, pattern = run.prepare_run(
         ElectraConfig.preset("tiny", **{**distributed_run.RUN, "train_steps": 5}),
         run.RunInputs(model_dir=model_dir, data=one_file_shards, vocab=vocab_path))
-    run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    run.train(config, model_dir, pattern, eval_batches=0, verbose=0)
     assert "at step 3" in capsys.readouterr().out
     assert results(tmp_path / "workers")["step"] == 5

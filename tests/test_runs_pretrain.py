@@ -57,7 +57,7 @@ def test_corpus_to_run_directory_and_resume(tmp_path, small_corpus, capsys):
         ElectraConfig.preset("tiny", batch_size=8, train_steps=15, checkpoint_every=5),
         run.RunInputs(model_dir=model_dir, corpus=corpus, vocab_size=800))
     sigterm_handler = signal.getsignal(signal.SIGTERM)
-    run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    run.train(config, model_dir, pattern, eval_batches=0, verbose=0)
     # TensorFlow's preemption handler is gone: what runs next can be stopped by SIGTERM.
     assert signal.getsignal(signal.SIGTERM) is sigterm_handler
     printed = capsys.readouterr().out
@@ -146,7 +146,7 @@ def test_interrupted_runs_resume_losing_only_unsaved_steps(tmp_path, shards, voc
     config, pattern = run.prepare_run(
         tiny(max_seq_length=64, train_steps=resumable + 2, checkpoint_every=7),
         run.RunInputs(model_dir=model_dir, data=shards[0], vocab=vocab_path))
-    run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    run.train(config, model_dir, pattern, eval_batches=0, verbose=0)
     assert f"at step {resumable}" in capsys.readouterr().out
     assert recorded_step(model_dir) == resumable + 2
 
