@@ -21,15 +21,17 @@ for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_TH
 
 import pytest  # noqa: E402
 
-# The longest test files (measured with --durations, AMD EPYC, 2 cores), started first:
-# pytest-xdist hands files to workers in collection order, and a long file handed out last
-# leaves one worker running alone while the others idle.
-LONGEST_FILES = ("test_runs_pretrain.py", "test_runs_pretrain_from_model.py",
-                 "test_pretraining_pretrainer.py", "test_distribution.py",
-                 "test_models_text_classifier.py", "test_runs_finetune.py",
-                 "test_finetuning_reference_model.py", "test_runs_predict.py",
-                 "test_convert_huggingface_tasks.py", "test_callbacks_probe.py", "test_zoo.py",
-                 "test_convert_huggingface.py", "test_readme.py", "test_models_keras_files.py")
+# The longest test files by CPU time (measured per test, Sapphire Rapids, 2 cores), started
+# first: `make test` runs pytest-xdist with --no-loadscope-reorder, so workers take files in
+# this order (xdist's default hands out the files with the most tests first), and a long file
+# handed out last would leave one worker running alone while the others idle.
+LONGEST_FILES = ("test_models_text_classifier.py", "test_runs_pretrain.py",
+                 "test_runs_pretrain_from_model.py", "test_distribution.py",
+                 "test_pretraining_pretrainer.py", "test_training_runtime.py", "test_zoo.py",
+                 "test_callbacks_probe.py", "test_runs_finetune.py",
+                 "test_finetuning_reference_model.py", "test_runs_predict.py", "test_cli.py",
+                 "test_layers.py", "test_export_encoder.py", "test_readme.py",
+                 "test_export_classifier.py")
 
 
 def pytest_collection_modifyitems(items):
