@@ -3,12 +3,11 @@
 
   python tests/distributed_run.py DATA VOCAB RUNS_JSON
 
-RUNS_JSON is a list of {"strategy", "model_dir", "overrides"}. When one of them is
-`mirrored`, the CPU is split into 2 logical devices first (it must happen before
+RUNS_JSON is a list of {"strategy", "model_dir", "overrides", "eval_batches"}. When one of
+them is `mirrored`, the CPU is split into 2 logical devices first (it must happen before
 TensorFlow initialises); `multi_worker` reads TF_CONFIG. Dropout is off so runs under
 different strategies can agree to rounding; one layer per tower is enough to show how
-gradients are summed, scaled and clipped across replicas; the runs skip evaluation (the tests
-compare training alone).
+gradients are summed, scaled and clipped across replicas.
 """
 
 import json
@@ -40,8 +39,8 @@ def main(data, vocab, runs):
         config = ElectraConfig.preset("tiny", **{**RUN, **spec.get("overrides", {})})
         config, pattern = run.prepare_run(config, run.RunInputs(
             model_dir=spec["model_dir"], data=data, vocab=vocab))
-        run.train(config, spec["model_dir"], pattern, eval_batches=0, verbose=0,
-                  runtime=options, strategy=strategy)
+        run.train(config, spec["model_dir"], pattern, eval_batches=spec["eval_batches"],
+                  verbose=0, runtime=options, strategy=strategy)
 
 
 if __name__ == "__main__":

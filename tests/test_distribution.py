@@ -38,9 +38,11 @@ def one_file_shards(tmp_path_factory, vocab_path, small_corpus):
 
 
 def pretrain(data, vocab, runs, env=None):
-    """Starts one process running `runs` [(strategy, model_dir, config overrides)]."""
-    specs = [{"strategy": strategy, "model_dir": str(model_dir), "overrides": overrides}
-             for strategy, model_dir, overrides in runs]
+    """Starts one process running `runs` [(strategy, model_dir, config overrides,
+    evaluation batches after training)]."""
+    specs = [{"strategy": strategy, "model_dir": str(model_dir), "overrides": overrides,
+              "eval_batches": eval_batches}
+             for strategy, model_dir, overrides, eval_batches in runs]
     return subprocess.Popen(
         [sys.executable, HELPER, data, vocab, json.dumps(specs)],
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
@@ -67,6 +69,12 @@ def free_ports(n):
 def results(model_dir):
     with open(os.path.join(model_dir, "pretrain_results.json")) as f:
         return json.load(f)
+
+
+def assert_evaluated(model_dir):
+    """The run's evaluation under its strategy gave metrics aggregated over the replicas."""
+    metrics = results(model_dir)["eval"]
+    assert 0 < metrics["disc_auc"] < 1 and np.isfinite(metrics["loss"]), metrics
 
 
 def checkpoint_values(model_dir):
@@ -107,12 +115,14 @@ def one_device_and_mirrored(tmp_path_factory, one_file_shards, vocab_path):
     """{(strategy, clip_norm): run directory}: one device and MirroredStrategy over 2
     logical CPUs, with clipping at 1.0 (active from the first step: it must follow the
     cross-replica sum) and without (Adam's slots would hide a loss-scaling error behind
-    clipping). One process runs all four."""
+    clipping). One process runs all four; only the mirrored run with clipping evaluates
+    (an evaluation under a strategy costs more than the 3 steps)."""
     root = tmp_path_factory.mktemp("strategies")
     runs = {(strategy, clip): root / f"{strategy}_{clip}"
             for clip in (1.0, 0.0) for strategy in ("cpu", "mirrored")}
     finished(pretrain(one_file_shards, vocab_path,
-                      [(strategy, path, {"clip_norm": clip})
+                      [(strategy, path, {"clip_norm": clip},
+                        int(strategy == "mirrored" and clip == 1.0))
                        for (strategy, clip), path in runs.items()]))
     return runs
 
@@ -122,6 +132,8 @@ def test_mirrored_matches_one_device(one_device_and_mirrored, clip_norm):
     mirrored = one_device_and_mirrored["mirrored", clip_norm]
     assert results(mirrored)["replicas"] == 2
     assert_same_training(mirrored, one_device_and_mirrored["cpu", clip_norm])
+    if clip_norm:
+        assert_evaluated(mirrored)
 
 
 def test_multi_worker_matches_one_device_and_resumes_on_one_device(
@@ -132,13 +144,14 @@ def test_multi_worker_matches_one_device_and_resumes_on_one_device(
     ports = free_ports(2)
     workers = [f"localhost:{port}" for port in ports]
     processes = [
-        pretrain(one_file_shards, vocab_path, [("multi_worker", tmp_path / "workers", {})],
+        pretrain(one_file_shards, vocab_path, [("multi_worker", tmp_path / "workers", {}, 1)],
                  env={"TF_CONFIG": json.dumps({"cluster": {"worker": workers},
                                                "task": {"type": "worker", "index": index}})})
         for index in range(2)]
     finished(*processes)
     assert results(tmp_path / "workers")["replicas"] == 2
     assert_same_training(tmp_path / "workers", one_device_and_mirrored["cpu", 1.0])
+    assert_evaluated(tmp_path / "workers")
     # Only the chief's checkpoints remain; the other worker's scratch copy is gone.
     assert sorted(os.listdir(tmp_path / "workers" / "checkpoints")) == sorted(
         ["checkpoint"] + [f"ckpt-{s}.{e}" for s in (1, 2, 3)
