@@ -1,7 +1,7 @@
 """matplotlib for the benches that plot (compute_matched.py, probe_curve.py).
 
 It is not in the test environment: installed, it is imported by every `import keras`
-(`keras.src.visualization`), 0.5-1 s more for each of the suite's ~45 processes.
+(`keras.src.visualization`), 0.3-1.0 s more for each of the suite's ~45 processes.
 """
 
 PLOTS_REQUIREMENTS = "requirements-plots.txt"

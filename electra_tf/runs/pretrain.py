@@ -402,8 +402,6 @@ def _transferable_parts(model, pretrained: run_dir.Pretrained) -> dict:
             or head_alone}
 
 
-
-
 def print_summary(model_dir: str, results: dict) -> None:
     evals = results["eval"]
     shown = ((("loss", "loss"), ("gen_acc", "generator accuracy"))
