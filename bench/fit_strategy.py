@@ -33,6 +33,7 @@ import tempfile
 import time
 
 from absl import app, flags
+import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("shapes", ["16x16", "32x128"], "BATCHxSEQ_LENGTH shapes, one run each.")

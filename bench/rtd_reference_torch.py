@@ -13,6 +13,7 @@ transformers).
 import glob
 import time
 
+import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
 import numpy as np
 import tensorflow as tf
 import torch

@@ -15,6 +15,8 @@ def quiet_tensorflow(argv=None) -> None:
     """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
     machines without one) unless `--verbose` is given or the user set
     TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
+    import electra_tf  # noqa: F401  (TensorFlow's CPU settings, read when it loads)
+
     argv = sys.argv if argv is None else argv
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ or any(a in VERBOSE_FLAGS for a in argv):
         return
