@@ -21,6 +21,10 @@ for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_TH
 
 import pytest  # noqa: E402
 
+# Before any test module loads TensorFlow: the same CPU settings (oneDNN) as the commands the
+# tests start, so that results computed here and in a command agree on every CPU.
+import electra_tf  # noqa: E402,F401
+
 # The longest test files by CPU time (measured per test, Sapphire Rapids, 2 cores), started
 # first: `make test` runs pytest-xdist with --no-loadscope-reorder, so workers take files in
 # this order (xdist's default hands out the files with the most tests first), and a long file
