@@ -7,6 +7,7 @@ import os
 import signal
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -228,6 +229,23 @@ def test_shards_are_reused_and_changed_data_options_refused(tmp_path, vocab_path
                                        "manifest.json"))) == manifest
 
 
+class KernelTraces(keras.callbacks.Callback):
+    """At the end of training, how often the layer norms' and the cross-entropy's XLA
+    kernels were traced (once per input shape)."""
+
+    @staticmethod
+    def count():
+        from electra_tf.layers import fused_layer_normalization
+        from electra_tf.pretraining import losses
+
+        return [len(kernel._list_all_concrete_functions())
+                for kernel in (fused_layer_normalization._forward,
+                               losses._cross_entropy_forward)]
+
+    def on_train_end(self, logs=None):
+        self.traces = self.count()
+
+
 def test_a_flops_budget_sets_the_steps_and_the_run_records_its_flops(tmp_path, shards,
                                                                        vocab_path, capsys):
     from electra_tf.pretraining.flops import training_flops_per_step
@@ -239,7 +257,12 @@ def test_a_flops_budget_sets_the_steps_and_the_run_records_its_flops(tmp_path, s
     config, pattern = run.prepare_run(
         tiny(objective="mlm"), run.RunInputs(model_dir=model_dir, data=shards[0],
                                              vocab=vocab_path), train_flops=7.5 * per_step)
-    results = run.train(config, model_dir, pattern, eval_batches=1, verbose=0)
+    after_training = KernelTraces()
+    results = run.train(config, model_dir, pattern, eval_batches=1, verbose=0,
+                        extra_callbacks=[after_training])
+    # The evaluation's batches are shaped as training's: it calls the XLA kernels training
+    # traced and compiled instead of tracing and compiling them again.
+    assert KernelTraces.count() == after_training.traces
     run.print_summary(model_dir, results)
     printed = capsys.readouterr().out
     assert "encoder MLM accuracy" in printed and "discriminator AUC" not in printed

@@ -320,8 +320,12 @@ def train(config: ElectraConfig, model_dir: str, file_pattern: str, eval_batches
 
     metrics = {}
     if eval_batches:
+        # Full batches, as in training: with the same static shapes the evaluation reuses
+        # the training graph's compiled XLA kernels (a partial batch at the end of the data
+        # left the batch size unknown and compiled them all again: ~1 s per run).
         eval_data = pretraining_dataset(file_pattern, training=False, seed=config.seed,
-                                        **data_options).repeat()
+                                        **data_options).repeat().rebatch(
+                                            config.batch_size, drop_remainder=True)
         metrics = model.evaluate(eval_data, steps=eval_batches, verbose=0, return_dict=True)
     step = int(optimizer.iterations.numpy())
     results = {"step": step,
