@@ -155,16 +155,17 @@ def define_runtime_flags() -> None:
                       "GPUs. Variables and losses stay float32.")
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA (measure "
                       "first: on CPUs it can be much slower).")
-    flags.DEFINE_bool("fused_gelu", True, "Run the encoders' exact GELU as two small XLA "
+    kernels = ("Default: on for pretraining, off for fine-tuning (its batches change shape, "
+               "and XLA compiles the kernels again for every new one).")
+    flags.DEFINE_bool("fused_gelu", None, "Run the encoders' exact GELU as two small XLA "
                       "kernels (forward, backward): same values, faster on CPUs. "
-                      "--nofused_gelu for TensorFlow's separate ops.")
-    flags.DEFINE_bool("fused_dropout", True, "Run every dropout as one small XLA kernel each "
+                      "--nofused_gelu for TensorFlow's separate ops. " + kernels)
+    flags.DEFINE_bool("fused_dropout", None, "Run every dropout as one small XLA kernel each "
                       "way (XLA's vectorised random generator): the same distribution, "
-                      "faster on CPUs. --nofused_dropout for Keras's dropout.")
-    flags.DEFINE_bool("fused_layer_norm", True, "Run every layer norm as one small XLA "
+                      "faster on CPUs. --nofused_dropout for Keras's dropout. " + kernels)
+    flags.DEFINE_bool("fused_layer_norm", None, "Run every layer norm as one small XLA "
                       "kernel each way, in float32: same values, faster on CPUs. "
-                      "--nofused_layer_norm for TensorFlow's separate ops.")
-
+                      "--nofused_layer_norm for TensorFlow's separate ops. " + kernels)
 
 def runtime_options():
     from absl import flags

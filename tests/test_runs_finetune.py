@@ -172,6 +172,27 @@ def test_a_diverging_fine_tuning_stops_at_the_step_and_keeps_nothing_damaged(pre
                 if f.startswith("ckpt-")]
 
 
+def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path):
+    """Fine-tuning batches end after their longest example, so their shapes change from
+    step to step, and XLA compiles a kernel for every shape: by default a fine-tuning run
+    traces none of the training kernels (GELU, dropout, layer norm) pretraining uses."""
+    from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
+
+    kernels = (activations._gelu, fused_dropout._dropout_forward,
+               fused_layer_normalization._forward)
+
+    def traces():
+        return [len(kernel._list_all_concrete_functions()) for kernel in kernels]
+
+    before = traces()
+    train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
+    finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
+                            epochs=1), pretrained_dir, train, None, str(tmp_path / "out"))
+    assert traces() == before
+    told = runtime.RuntimeOptions(fused_dropout=True).for_run(fixed_shapes=False)
+    assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (True, False, False)
+
+
 def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,
                                                                 capsys):
     train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")

@@ -152,9 +152,9 @@ def test_fused_gelu_is_the_default_and_nofused_gelu_builds_keras_gelu():
 
     cfg = ElectraConfig.preset("tiny", vocab_size=100, max_seq_length=16)
     outputs = {}
-    for fused in (True, False):
+    for fused, options in ((True, RuntimeOptions()), (False, RuntimeOptions(fused_gelu=False))):
         keras.utils.set_random_seed(0)
-        model, _ = build_model(cfg, RuntimeOptions(fused_gelu=fused))
+        model, _ = build_model(cfg, options)
         activation = model.discriminator.transformer_layers[0].activation
         assert (activation is fused_gelu) == fused
         assert (model.generator.transformer_layers[0].activation is fused_gelu) == fused

@@ -93,7 +93,7 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     the no-pretraining baseline. `strategy` defaults to the one `runtime` names;
     `cfg.batch_size` is the global batch.
     """
-    runtime = (runtime or RuntimeOptions()).validated()
+    runtime = (runtime or RuntimeOptions()).for_run(fixed_shapes=False).validated()
     if runtime.strategy == "multi_worker":
         raise ConfigError("Fine-tuning runs on one machine: use --strategy mirrored (all "
                           "local GPUs) or tpu; multi_worker is for pretraining.")

@@ -38,15 +38,26 @@ class RuntimeOptions:
     # bf16: TPUs and CPUs with AMX/AVX-512-BF16; fp16: GPUs (with dynamic loss scaling).
     mixed_precision: str = "none"
     jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
+    # The three training kernels below: None leaves each to the run (`for_run`).
     # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
     # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README). Weights are unaffected.
-    fused_gelu: bool = True
+    fused_gelu: Optional[bool] = None
     # Every dropout as one small XLA kernel each way (`layers.fused_dropout`): the same
     # distribution, other random draws; exports are unaffected.
-    fused_dropout: bool = True
+    fused_dropout: Optional[bool] = None
     # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
     # the same function, computed in float32; exports are unaffected.
-    fused_layer_norm: bool = True
+    fused_layer_norm: Optional[bool] = None
+
+    def for_run(self, fixed_shapes: bool) -> "RuntimeOptions":
+        """These options with each training kernel left unset (None) on if the run's
+        batches all have one shape (pretraining), off if not (fine-tuning: each batch ends
+        after its longest example). XLA compiles a kernel for every shape it meets: one
+        fine-tuning epoch on the demo sentiment texts compiled 597 for a `tiny` model and
+        took ELECTRA-Small 179 s instead of 92 (docs/results.md, twentieth pass)."""
+        return dataclasses.replace(self, **{
+            name: fixed_shapes if getattr(self, name) is None else getattr(self, name)
+            for name in ("fused_gelu", "fused_dropout", "fused_layer_norm")})
 
     @property
     def encoder_activation(self) -> str:
