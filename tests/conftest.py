@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -41,6 +42,23 @@ LONGEST_FILES = ("test_models_text_classifier.py", "test_runs_pretrain.py",
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_files_under_pytests_directory(tmp_path_factory):
+    """The tests' and their commands' temporary files go under pytest's own directory,
+    which pytest prunes: pytest-xdist kills a worker that takes over 10 s to exit, before
+    its exit handlers remove what they wrote to the system's (TensorFlow's autograph
+    modules: one worker left 49 in a slow spell)."""
+    directory = str(tmp_path_factory.mktemp("temporary"))
+    previous = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = directory, directory
+    yield directory
+    if previous[0] is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = previous[0]
+    tempfile.tempdir = previous[1]
 
 
 # A line of TensorFlow's C++ logging (glog format: severity, MMDD, time), e.g.
