@@ -167,6 +167,7 @@ def define_runtime_flags() -> None:
                       "kernel each way, in float32: same values, faster on CPUs. "
                       "--nofused_layer_norm for TensorFlow's separate ops. " + kernels)
 
+
 def runtime_options():
     from absl import flags
 

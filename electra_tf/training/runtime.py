@@ -50,9 +50,9 @@ class RuntimeOptions:
     fused_layer_norm: Optional[bool] = None
 
     def for_run(self, fixed_shapes: bool) -> "RuntimeOptions":
-        """These options with each training kernel left unset (None) on if the run's
-        batches all have one shape (pretraining), off if not (fine-tuning: each batch ends
-        after its longest example). XLA compiles a kernel for every shape it meets: one
+        """These options, each training kernel left unset (None) turned on if the run's
+        batches all have one shape (pretraining) and off if not (fine-tuning: each batch
+        ends after its longest example). XLA compiles a kernel for every shape it meets: one
         fine-tuning epoch on the demo sentiment texts compiled 597 for a `tiny` model and
         took ELECTRA-Small 179 s instead of 92 (docs/results.md, twentieth pass)."""
         return dataclasses.replace(self, **{
