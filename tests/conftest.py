@@ -133,6 +133,12 @@ QA_QUESTIONS = [
     {"id": "c", "question": "What color was the sky?", "answers": [], "is_impossible": True}]
 
 
+def traces(*functions) -> list:
+    """How many concrete functions each `tf.function` has traced (one per input shape):
+    for XLA kernels, how many times they were compiled."""
+    return [len(function._list_all_concrete_functions()) for function in functions]
+
+
 def read_jsonl(path) -> list:
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ROOT, TENSORFLOW_LOG_LINE, run_command, start_command
+from conftest import ROOT, TENSORFLOW_LOG_LINE, run_command, start_command, traces
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError, CorpusError, UserError, VocabError
@@ -238,9 +238,7 @@ class KernelTraces(keras.callbacks.Callback):
         from electra_tf.layers import fused_layer_normalization
         from electra_tf.pretraining import losses
 
-        return [len(kernel._list_all_concrete_functions())
-                for kernel in (fused_layer_normalization._forward,
-                               losses._cross_entropy_forward)]
+        return traces(fused_layer_normalization._forward, losses._cross_entropy_forward)
 
     def on_train_end(self, logs=None):
         self.traces = self.count()
