@@ -151,8 +151,8 @@ def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, 
 
     config = run_weights.load_run(str(tmp_path / "again"))[1].config.replace(
         max_seq_length=64, batch_size=4, train_steps=2, warmup_steps=1, checkpoint_every=2)
-    results = run.train(config, str(tmp_path / "again"), shards[0], eval_batches=1, verbose=0)
-    assert results["step"] == 2 and np.isfinite(results["eval"]["loss"])
+    results = run.train(config, str(tmp_path / "again"), shards[0], eval_batches=0, verbose=0)
+    assert results["step"] == 2 and np.isfinite(results["train_history"]["loss"]).all()
     # Two Adam steps at lr <= 5e-4 move each weight by ~1e-3: it continued from the weights.
     trained = run_weights.read_run(str(tmp_path / "again"))[2]
     name = "electra/encoder/layer_1/intermediate/dense/kernel"
