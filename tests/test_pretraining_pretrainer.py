@@ -157,8 +157,8 @@ def test_fp16_with_dynamic_loss_scaling_follows_the_float32_curve(float32_run, s
 def test_xla_compiled_step_equals_the_eager_step():
     """`jit_compile=True` (the path every TPU run takes) computes the same training steps as
     eager execution: same losses and the same weights after two steps, from the same seed
-    and batch. One layer per tower: XLA compiles the whole step, a third less work than
-    with the preset's two layers, and a second layer runs the same code."""
+    and batch. One layer per tower: XLA compiles the whole step, about a quarter less
+    work than with the preset's two layers, and a second layer runs the same code."""
     from electra_tf.runs.pretrain import build_model
     from electra_tf.training.runtime import RuntimeOptions
 
