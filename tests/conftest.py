@@ -51,14 +51,10 @@ def temporary_files_under_pytests_directory(tmp_path_factory):
     its exit handlers remove what they wrote to the system's (TensorFlow's autograph
     modules: one worker left 49 in a slow spell)."""
     directory = str(tmp_path_factory.mktemp("temporary"))
-    previous = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"], tempfile.tempdir = directory, directory
-    yield directory
-    if previous[0] is None:
-        del os.environ["TMPDIR"]
-    else:
-        os.environ["TMPDIR"] = previous[0]
-    tempfile.tempdir = previous[1]
+    with pytest.MonkeyPatch.context() as patch:  # the session-wide `monkeypatch`
+        patch.setenv("TMPDIR", directory)
+        patch.setattr(tempfile, "tempdir", directory)
+        yield directory
 
 
 # A line of TensorFlow's C++ logging (glog format: severity, MMDD, time), e.g.
