@@ -5,8 +5,6 @@ import os
 import sys
 import time
 
-import tensorflow as tf
-
 from electra_tf import files
 from electra_tf.errors import VocabError
 from electra_tf.text import corpus
@@ -92,7 +90,10 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     Uses keras-hub's `compute_word_piece_vocabulary` (tf-text's learner); we only feed it
     lines decoded by our corpus reader so that bad UTF-8 is counted instead of crashing.
     """
+    # Imported here: the rest of this module (loading, checking vocabs) serves commands
+    # and worker processes that never load TensorFlow.
     import keras_hub
+    import tensorflow as tf
 
     stats = stats if stats is not None else corpus.DecodeStats()
 
