@@ -1,0 +1,59 @@
+"""`RuntimeOptions`: how a run executes (`tf.distribute` strategy, mixed precision, XLA,
+training kernels), and the choices of each.
+
+Kept free of TensorFlow, like the library modules the commands define their flags from:
+`--help` and flag errors answer without loading it (`electra_tf_cli.common.start`).
+`training.runtime` applies the options.
+"""
+
+import dataclasses
+from typing import Optional
+
+from electra_tf.errors import check_choice
+
+STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@dataclasses.dataclass
+class RuntimeOptions:
+    """How a run executes (flags shared by pretrain.py and finetune.py)."""
+
+    # auto: TPU if --tpu is given or one is attached, else all local GPUs (mirrored when
+    # there are several), else the CPU. multi_worker reads the cluster from TF_CONFIG.
+    strategy: str = "auto"
+    tpu: Optional[str] = None  # TPU name or grpc:// address for TPUClusterResolver
+    # bf16: TPUs and CPUs with AMX/AVX-512-BF16; fp16: GPUs (with dynamic loss scaling).
+    mixed_precision: str = "none"
+    jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
+    # The three training kernels below: None leaves each to the run (`for_run`).
+    # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
+    # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README). Weights are unaffected.
+    fused_gelu: Optional[bool] = None
+    # Every dropout as one small XLA kernel each way (`layers.fused_dropout`): the same
+    # distribution, other random draws; exports are unaffected.
+    fused_dropout: Optional[bool] = None
+    # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
+    # the same function, computed in float32; exports are unaffected.
+    fused_layer_norm: Optional[bool] = None
+
+    def for_run(self, fixed_shapes: bool) -> "RuntimeOptions":
+        """These options, each training kernel left unset (None) turned on if the run's
+        batches all have one shape (pretraining) and off if not (fine-tuning: each batch
+        ends after its longest example). XLA compiles a kernel for every shape it meets: one
+        fine-tuning epoch on the demo sentiment texts compiled 597 for a `tiny` model and
+        took ELECTRA-Small 179 s instead of 92 (docs/results.md, twentieth pass)."""
+        return dataclasses.replace(self, **{
+            name: fixed_shapes if getattr(self, name) is None else getattr(self, name)
+            for name in ("fused_gelu", "fused_dropout", "fused_layer_norm")})
+
+    @property
+    def encoder_activation(self) -> str:
+        from electra_tf.layers.activations import GELU  # (TensorFlow's side)
+
+        return "electra_tf>fused_gelu" if self.fused_gelu else GELU
+
+    def validated(self) -> "RuntimeOptions":
+        check_choice("--strategy", self.strategy, STRATEGIES)
+        check_choice("--mixed_precision", self.mixed_precision, PRECISIONS)
+        return self
