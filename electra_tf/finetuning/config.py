@@ -10,10 +10,10 @@ from typing import Optional
 
 from electra_tf.errors import check_choice
 from electra_tf.finetuning import squad
-from electra_tf.training.optimization import (FINETUNING_WARMUP_PROPORTION,
-                                              FINETUNING_WEIGHT_DECAY,
-                                              finetuning_layerwise_decay,
-                                              finetuning_learning_rate)
+from electra_tf.training.finetuning_recipe import (FINETUNING_WARMUP_PROPORTION,
+                                                   FINETUNING_WEIGHT_DECAY,
+                                                   finetuning_layerwise_decay,
+                                                   finetuning_learning_rate)
 
 BATCH_LOSSES = ("sum", "mean")
 TAG_ENCODINGS = ("bioes", "as_given")

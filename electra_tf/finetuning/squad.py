@@ -16,7 +16,6 @@ from typing import Dict, List
 import numpy as np
 
 from electra_tf.errors import TaskDataError
-from electra_tf.text.tokenizer import tokenize_to_lists
 
 # The official recipe's windowing and decoding (`configure_finetuning.py`).
 DOC_STRIDE = 128  # pieces between the starts of a context's windows
@@ -114,6 +113,10 @@ def create_features(examples, tokenizer, special_ids, max_length=384,
     """Windows every example's context; targets point at [CLS] (0) when the answer is not
     inside a window or the question has none; `impossible` is the question's (SQuAD 2.0
     unanswerable), whatever the window, as in the official code."""
+    # Imported here, not at the top: `FinetuneConfig` takes this module's defaults, and the
+    # commands define their flags from it without loading TensorFlow.
+    from electra_tf.text.tokenizer import tokenize_to_lists
+
     question_pieces = tokenize_to_lists(tokenizer, [e.question for e in examples])
     word_pieces = tokenize_to_lists(tokenizer, [w for e in examples for w in e.words])
     cls, sep, pad = (special_ids["cls_token_id"], special_ids["sep_token_id"],

@@ -20,7 +20,7 @@ from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
-from electra_tf.training import optimization
+from electra_tf.training import finetuning_recipe, optimization
 from electra_tf.training.graph_optimization import (one_optimization_round,
                                                      optimized_in_one_round)
 
@@ -285,8 +285,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                               encoder.intermediate_size)
         return optimization.create_finetuning_optimizer(
             self, encoder, total_steps,
-            learning_rate or optimization.finetuning_learning_rate(size),
-            layerwise_decay or optimization.finetuning_layerwise_decay(encoder.num_layers),
+            learning_rate or finetuning_recipe.finetuning_learning_rate(size),
+            layerwise_decay or finetuning_recipe.finetuning_layerwise_decay(encoder.num_layers),
             **recipe)
 
     def build_weights(self) -> None:
