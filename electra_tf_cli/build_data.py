@@ -9,19 +9,15 @@ Packing follows the official build_pretraining_dataset.py; `electra-pretrain --d
 'shards/pretrain_data.tfrecord-*' --vocab vocab.txt` trains on the result.
 """
 
+import os
+import sys
+
+from absl import flags
+
+from electra_tf.data import build_pretraining_data as builder
+from electra_tf.errors import ConfigError
+from electra_tf.text.vocab import strips_accents
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import os  # noqa: E402
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.data import build_pretraining_data as builder  # noqa: E402
-from electra_tf.errors import ConfigError  # noqa: E402
-from electra_tf.text.vocab import strips_accents  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["corpus", "vocab", "output_dir"]

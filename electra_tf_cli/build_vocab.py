@@ -8,16 +8,13 @@ Korean use --nolower_case (or at least --nostrip_accents): accent stripping deco
 Hangul syllables into jamo. CJK ideographs are always split into single characters.
 """
 
+import sys
+
+from absl import flags
+
+from electra_tf.config import ElectraConfig
+from electra_tf.text import vocab
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.config import ElectraConfig  # noqa: E402
-from electra_tf.text import vocab  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["corpus", "output"]
@@ -26,8 +23,9 @@ REQUIRED = ["corpus", "output"]
 def define_flags():
     flags.DEFINE_string("corpus", None, "Comma-separated globs/files/dirs of UTF-8 text.")
     flags.DEFINE_string("output", None, "Where to write the vocab (one token per line).")
-    flags.DEFINE_integer("vocab_size", ElectraConfig.vocab_size, "Upper bound on the vocab size (WordPiece "
-                         "learning picks the largest frequency threshold that fits).")
+    flags.DEFINE_integer("vocab_size", ElectraConfig.vocab_size, "Upper bound on the vocab "
+                         "size (WordPiece learning picks the largest frequency threshold that "
+                         "fits).")
     flags.DEFINE_bool("lower_case", True, "Lower-case text (uncased model).")
     flags.DEFINE_bool("strip_accents", None, "Strip accents; defaults to --lower_case.")
 

@@ -7,18 +7,20 @@ import os
 import re
 import sys
 import typing
+from typing import Optional
 
 VERBOSE_FLAGS = ("--verbose", "--verbose=true", "--verbose=1")
 
 
-def quiet_tensorflow(argv=None) -> None:
+def quiet_tensorflow(verbose: Optional[bool] = None) -> None:
     """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
-    machines without one) unless `--verbose` is given or the user set
-    TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
+    machines without one) unless `verbose` (None: `--verbose` in `sys.argv`) or the user
+    set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
     import electra_tf  # noqa: F401  (TensorFlow's CPU settings, read when it loads)
 
-    argv = sys.argv if argv is None else argv
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or any(a in VERBOSE_FLAGS for a in argv):
+    if verbose is None:
+        verbose = any(a in VERBOSE_FLAGS for a in sys.argv)
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or verbose:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     # TensorFlow's shared libraries log a few lines while they load, before its logging
@@ -34,7 +36,12 @@ def quiet_tensorflow(argv=None) -> None:
 
 
 def start(app) -> None:
-    """Runs app module `app` as a command (see `define`, `wrap`)."""
+    """Runs app module `app` as a command (see `define`, `wrap`).
+
+    TensorFlow loads only once the flags are parsed (`wrap`), so `--help` and flag errors
+    answer at once instead of after its 4-8 s import: app modules define their flags from
+    TensorFlow-free library modules (`config`, `training.runtime_options`,
+    `finetuning.config`, ...) and import the rest inside their `run`."""
     from absl import app as absl_app
 
     define(app)
@@ -59,8 +66,8 @@ def define(app) -> None:
 
 
 def wrap(run):
-    """An absl main calling `run(argv)`: a user error prints `error: <message>` and exits
-    with status 2."""
+    """An absl main calling `run(argv)` once TensorFlow is loaded (`quiet_tensorflow`): a
+    user error prints `error: <message>` and exits with status 2."""
     from absl import flags, logging
 
     from electra_tf.errors import UserError
@@ -69,6 +76,7 @@ def wrap(run):
         # TensorFlow logs every checkpoint write at INFO through absl; users need warnings.
         verbose = "verbose" in flags.FLAGS and flags.FLAGS.verbose  # scripts may lack it
         logging.set_verbosity(logging.INFO if verbose else logging.WARNING)
+        quiet_tensorflow(verbose)
         try:
             return run(argv)
         except UserError as e:
@@ -144,13 +152,13 @@ def define_runtime_flags() -> None:
     --fused_dropout, --fused_layer_norm (see `RuntimeOptions`)."""
     from absl import flags
 
-    from electra_tf.training import runtime
+    from electra_tf.training.runtime_options import PRECISIONS, STRATEGIES
 
-    flags.DEFINE_enum("strategy", "auto", runtime.STRATEGIES,
+    flags.DEFINE_enum("strategy", "auto", STRATEGIES,
                       "tf.distribute strategy. auto: TPU (with --tpu or TPU_NAME) > several "
                       "GPUs (mirrored) > one GPU > CPU; multi_worker reads TF_CONFIG.")
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (TPUClusterResolver).")
-    flags.DEFINE_enum("mixed_precision", "none", list(runtime.PRECISIONS),
+    flags.DEFINE_enum("mixed_precision", "none", list(PRECISIONS),
                       "bf16 for TPUs and CPUs with AMX/AVX512-BF16; fp16 (loss-scaled) for "
                       "GPUs. Variables and losses stay float32.")
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA (measure "
@@ -171,9 +179,9 @@ def define_runtime_flags() -> None:
 def runtime_options():
     from absl import flags
 
-    from electra_tf.training import runtime
+    from electra_tf.training.runtime_options import RuntimeOptions
 
-    return runtime.RuntimeOptions(
+    return RuntimeOptions(
         strategy=flags.FLAGS.strategy, tpu=flags.FLAGS.tpu,
         mixed_precision=flags.FLAGS.mixed_precision,
         jit_compile=flags.FLAGS.jit_compile,

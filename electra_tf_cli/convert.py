@@ -19,19 +19,12 @@ Every model weight must come from the source and every source weight must find a
 (optimizer slots and global_step aside); otherwise the offenders are listed by name.
 """
 
+import sys
+
+from absl import flags
+
+from electra_tf.errors import ConfigError
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf import run_dir  # noqa: E402
-from electra_tf.convert import api  # noqa: E402
-from electra_tf.errors import ConfigError  # noqa: E402
-from electra_tf.convert.resolve import resolve  # noqa: E402
-from electra_tf.export.huggingface import export_huggingface  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "output"]
@@ -64,6 +57,12 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf import run_dir
+    from electra_tf.convert import api
+    from electra_tf.convert.resolve import resolve
+    from electra_tf.export.huggingface import export_huggingface
+
     source, target = getattr(FLAGS, "from"), FLAGS.to
     if (source is None) == (target is None):
         raise ConfigError("Give exactly one of --from (into a run directory) or --to (out "

@@ -9,15 +9,11 @@ requests in assets.extra/. Classification returns probabilities, label_id and la
 regression a score; tagging tags per word. See export/serving/README.md to serve it.
 """
 
+import sys
+
+from absl import flags
+
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.export import classifier as export_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "output"]
@@ -37,6 +33,9 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf.export import classifier as export_lib
+
     result = export_lib.export_classifier(FLAGS.checkpoint, FLAGS.output, FLAGS.trial,
                                           FLAGS.versions, FLAGS.model_name)
     print(f"Model {result['model_name']!r} version {result['version']}: {result['path']}")

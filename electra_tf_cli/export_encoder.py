@@ -8,16 +8,11 @@ exports/electra_x/preprocess (raw strings -> input_word_ids/input_mask/input_typ
 Load them with `import tensorflow_text` first (the tokenizer's ops live there).
 """
 
+import sys
+
+from absl import flags
+
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.convert.resolve import resolve  # noqa: E402
-from electra_tf.export import encoder as export_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "output"]
@@ -35,6 +30,10 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf.convert.resolve import resolve
+    from electra_tf.export import encoder as export_lib
+
     paths = export_lib.export_encoder(resolve(FLAGS.checkpoint), FLAGS.output,
                                       FLAGS.seq_length)
     print(f"Encoder: {paths['encoder']}\nPreprocessor: {paths['preprocess']}")

@@ -15,23 +15,20 @@ for 24 layers, 10% warmup, batch 32, 3 epochs / 10 for RTE and STS-B / 2 for QA,
 the model after the last epoch is reported). README: "ours vs official".
 """
 
+import sys
+
+from absl import flags
+
+from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.convert.resolve import resolve  # noqa: E402
-from electra_tf.finetuning import tasks  # noqa: E402
-from electra_tf.finetuning.config import FinetuneConfig  # noqa: E402
-from electra_tf.runs.finetune import finetune  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["init_checkpoint", "model_dir"]
 _HELP = {
-    "task": f"One of: {', '.join(tasks.TASKS)}.",
+    # The names written out (the tasks load TensorFlow); a test checks them against
+    # `finetuning.tasks.TASKS`.
+    "task": "One of: text_classification, text_regression, tagging, pos_tagging, squad, "
+            "squad_v2, cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli.",
     "epochs": "Training epochs (task default: 3, 10 for RTE/STS-B).",
     "learning_rate": "Peak learning rate (default by the model's size: 3e-4 Small, 1e-4 "
                      "Base, 5e-5 Large).",
@@ -102,6 +99,10 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf.convert.resolve import resolve
+    from electra_tf.runs.finetune import finetune
+
     cfg = FinetuneConfig(**common.dataclass_overrides(FinetuneConfig))
     results = finetune(cfg, resolve(FLAGS.init_checkpoint), FLAGS.train_file, FLAGS.eval_file,
                        FLAGS.model_dir, FLAGS.random_init, common.runtime_options())

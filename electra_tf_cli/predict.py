@@ -13,15 +13,11 @@ JSON, or JSONL `question`/`context`). Each output line holds the input and its
 `prediction` (a label with `probabilities`, a score, tags in IOB2, or an answer).
 """
 
+import sys
+
+from absl import flags
+
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.runs.predict import predict_file  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["checkpoint", "input", "output"]
@@ -42,6 +38,9 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf.runs.predict import predict_file
+
     result = predict_file(FLAGS.checkpoint, FLAGS.input, FLAGS.output, FLAGS.batch_size,
                           FLAGS.trial)
     rate = result["inputs"] / max(result["seconds"], 1e-9)

@@ -13,20 +13,13 @@ the model brings its architecture, vocab, casing and weights (both towers when i
 generator); the recipe flags stay free and the optimizer starts fresh.
 """
 
+import sys
+
+from absl import flags
+
+from electra_tf.config import PRESETS, ElectraConfig
+from electra_tf.text.vocab import strips_accents
 from electra_tf_cli import common
-
-common.quiet_tensorflow()
-
-import sys  # noqa: E402
-
-from absl import flags  # noqa: E402
-
-from electra_tf.callbacks import ProbeOptions  # noqa: E402
-from electra_tf.config import PRESETS, ElectraConfig  # noqa: E402
-from electra_tf.pretraining.objectives import OBJECTIVES  # noqa: E402
-from electra_tf.runs import pretrain as pretraining  # noqa: E402
-from electra_tf.text.vocab import strips_accents  # noqa: E402
-from electra_tf.training import callbacks, runtime  # noqa: E402
 
 FLAGS = flags.FLAGS
 REQUIRED = ["model_dir"]
@@ -40,7 +33,9 @@ _HELP = {
                       "gradient-disentangled (DeBERTa-v3: the discriminator trains only a "
                       "delta added to the generator's matrix); none: the generator has its "
                       "own (official untied_generator_embeddings).",
-    "objective": f"One of {', '.join(OBJECTIVES)}: electra (replaced token detection); mlm "
+    # Each objective's name written out (the objectives load TensorFlow); a test checks
+    # that every one of `pretraining.objectives.OBJECTIVES` is here.
+    "objective": "One of: electra (replaced token detection); mlm "
                  "(BERT, dynamic masking, no generator); electra_15 (discriminator loss on "
                  "masked positions only); replace_mlm (MLM on generator-replaced positions); "
                  "all_tokens_mlm (MLM on every token with a copy mechanism). Paper section "
@@ -130,6 +125,11 @@ def define_flags():
 
 def run(argv):
     del argv
+    # TensorFlow's side, imported once the flags are parsed (`common.start`).
+    from electra_tf.callbacks import ProbeOptions
+    from electra_tf.runs import pretrain as pretraining
+    from electra_tf.training import callbacks, runtime
+
     options = common.runtime_options()
     strategy = runtime.create_strategy(options)  # before any other TensorFlow op
     overrides = common.dataclass_overrides(ElectraConfig, skip=_DERIVED)

@@ -102,7 +102,8 @@ def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, c
 
 def test_every_flag_of_every_command_says_what_it_does():
     """Each command's own flags (and the shared ones) have a real help text, not a bare
-    default or the placeholder of an undocumented dataclass field. One process: each
+    default or the placeholder of an undocumented dataclass field, and defining them loads
+    no TensorFlow (so `--help` and flag errors answer at once). One process: each
     command's flags are defined, read and deleted before the next command's."""
     import tomllib
 
@@ -122,10 +123,19 @@ def test_every_flag_of_every_command_says_what_it_does():
         "    for name in ours:\n"
         "        helps[command + ' --' + name] = flags.FLAGS[name].help\n"
         "        delattr(flags.FLAGS, name)\n"
-        "print(json.dumps(helps))\n")
+        "import sys\n"
+        "print(json.dumps([helps, 'tensorflow' in sys.modules]))\n")
     result = run_command("python", "-c", script)
-    helps = json.loads(result.stdout.strip().splitlines()[-1])
+    helps, loaded_tensorflow = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not loaded_tensorflow
     assert len(helps) > 100 and "finetune --qa_na_threshold" in helps
+    # Their help names every objective and task (written out: the registries load
+    # TensorFlow).
+    from electra_tf.finetuning.tasks import TASKS
+    from electra_tf.pretraining.objectives import OBJECTIVES
+    for name in OBJECTIVES:
+        assert f" {name} (" in helps["pretrain --objective"], name
+    assert helps["finetune --task"] == f"One of: {', '.join(TASKS)}."
     poor = {name: text for name, text in helps.items()
             if text == "(undocumented)" or text.startswith("Default:") or len(text) < 20}
     assert not poor, poor

@@ -77,7 +77,7 @@ class Recorder:  # notes which of the two packages is looked up first
 
 sys.meta_path.insert(0, Recorder())
 from electra_tf_cli import common
-common.quiet_tensorflow([])
+common.quiet_tensorflow(False)
 from tensorflow.python.util import _pywrap_util_port
 print(*order, os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled())
 """
