@@ -55,7 +55,8 @@ SENTIMENT = pathlib.Path(__file__).resolve().parent.parent / "data" / "demo" / "
 def strategy_named(strategy_name):
     import tensorflow as tf
 
-    from electra_tf.training.runtime import RuntimeOptions, create_strategy
+    from electra_tf.training.runtime import create_strategy
+    from electra_tf.training.runtime_options import RuntimeOptions
 
     if strategy_name == "one_device":
         return tf.distribute.OneDeviceStrategy("/cpu:0")

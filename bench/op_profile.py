@@ -84,7 +84,7 @@ def profile(logdir):
     import tensorflow as tf
 
     from electra_tf.runs.pretrain import build_model
-    from electra_tf.training.runtime import RuntimeOptions
+    from electra_tf.training.runtime_options import RuntimeOptions
     from synthetic import preset_config, random_batch
 
     config = preset_config(FLAGS.preset, 30522, FLAGS.seq_length, FLAGS.batch_size)

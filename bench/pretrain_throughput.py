@@ -38,7 +38,7 @@ from absl import app, flags  # noqa: E402
 from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise  # noqa: E402
 from electra_tf.pretraining import losses, sampling  # noqa: E402
 from electra_tf.pretraining.flops import training_flops_per_step  # noqa: E402
-from electra_tf.training.runtime import RuntimeOptions  # noqa: E402
+from electra_tf.training.runtime_options import RuntimeOptions  # noqa: E402
 from synthetic import preset_config, pretraining_step, random_batch  # noqa: E402
 
 FLAGS = flags.FLAGS

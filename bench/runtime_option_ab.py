@@ -41,7 +41,7 @@ def main(argv):
     del argv
     import keras
 
-    from electra_tf.training.runtime import RuntimeOptions
+    from electra_tf.training.runtime_options import RuntimeOptions
     from synthetic import preset_config, pretraining_step, random_batch
 
     config = preset_config(FLAGS.preset, 30522, FLAGS.seq_length, FLAGS.batch_size)

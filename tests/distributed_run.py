@@ -32,9 +32,10 @@ def main(data, vocab, runs):
     from electra_tf.config import ElectraConfig
     from electra_tf.runs import pretrain as run
     from electra_tf.training import runtime
+    from electra_tf.training.runtime_options import RuntimeOptions
 
     for spec in runs:
-        options = runtime.RuntimeOptions(strategy=spec["strategy"])
+        options = RuntimeOptions(strategy=spec["strategy"])
         strategy = runtime.create_strategy(options)
         config = ElectraConfig.preset("tiny", **{**RUN, **spec.get("overrides", {})})
         config, pattern = run.prepare_run(config, run.RunInputs(

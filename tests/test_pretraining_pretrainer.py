@@ -87,7 +87,7 @@ def train_curve(cfg, pattern, epochs, precision="none", evaluate=False):
     seed 0, on the same batches and masking noise whatever the precision; with
     `evaluate`, also the eval metrics before and after."""
     from electra_tf.runs.pretrain import build_model
-    from electra_tf.training.runtime import RuntimeOptions
+    from electra_tf.training.runtime_options import RuntimeOptions
 
     keras.utils.set_random_seed(0)
     model, _ = build_model(cfg, RuntimeOptions(mixed_precision=precision))
@@ -160,7 +160,7 @@ def test_xla_compiled_step_equals_the_eager_step():
     and batch. One layer per tower: XLA compiles the whole step, about a quarter less
     work than with the preset's two layers, and a second layer runs the same code."""
     from electra_tf.runs.pretrain import build_model
-    from electra_tf.training.runtime import RuntimeOptions
+    from electra_tf.training.runtime_options import RuntimeOptions
 
     cfg = tiny(batch_size=4, max_seq_length=32, dropout=0.0, num_layers=1)
     rng = np.random.default_rng(0)

@@ -15,6 +15,7 @@ from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models import ElectraTextClassifier
 from electra_tf.runs.finetune import finetune
 from electra_tf.training import runtime
+from electra_tf.training.runtime_options import RuntimeOptions
 
 
 def test_classification_writes_results_predictions_and_best_checkpoints(finetuned):
@@ -101,7 +102,7 @@ def test_bad_input_is_refused_in_one_line(pretrained_dir, tmp_path):
                  str(tmp_path / "x"))
     with pytest.raises(ConfigError, match="mirrored"):
         finetune(cfg, pretrained_dir, str(bad), str(dev), str(tmp_path / "x"),
-                 runtime=runtime.RuntimeOptions(strategy="multi_worker"))
+                 runtime=RuntimeOptions(strategy="multi_worker"))
 
 
 def test_squad_v2_end_to_end_writes_official_prediction_files(finetuned):
@@ -125,7 +126,7 @@ def test_bf16_fine_tuning_keeps_float32_outputs(pretrained_dir, tmp_path):
     cfg = FinetuneConfig(task="text_classification", max_seq_length=16, batch_size=16,
                          epochs=1)
     results = finetune(cfg, pretrained_dir, train, train, str(tmp_path / "bf16"),
-                       runtime=runtime.RuntimeOptions(mixed_precision="bf16"))
+                       runtime=RuntimeOptions(mixed_precision="bf16"))
     assert np.isfinite(results["summary"]["accuracy"]["median"])
 
     config = ElectraConfig.load(os.path.join(pretrained_dir, "config.json"))
@@ -150,7 +151,7 @@ def test_xla_compiled_fine_tuning_equals_the_graph_steps(pretrained_dir, tmp_pat
     for jit in (False, True):
         out = tmp_path / f"jit_{jit}"
         finetune(cfg, pretrained_dir, train, train, str(out),
-                 runtime=runtime.RuntimeOptions(jit_compile=jit))
+                 runtime=RuntimeOptions(jit_compile=jit))
         probabilities[jit] = [p["probabilities"] for p in read_jsonl(out / "predictions.jsonl")]
     np.testing.assert_allclose(probabilities[True], probabilities[False], atol=2e-5)
 
@@ -185,7 +186,7 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
                             epochs=1), pretrained_dir, train, None, str(tmp_path / "out"))
     assert traces(*kernels) == before
-    told = runtime.RuntimeOptions(fused_dropout=True).for_run(fixed_shapes=False)
+    told = RuntimeOptions(fused_dropout=True).for_run(fixed_shapes=False)
     assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (True, False, False)
 
 

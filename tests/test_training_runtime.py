@@ -16,7 +16,8 @@ from electra_tf.layers import layer_stack
 from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
-from electra_tf.training.runtime import RuntimeOptions, create_strategy
+from electra_tf.training.runtime import create_strategy
+from electra_tf.training.runtime_options import RuntimeOptions
 
 
 @pytest.mark.parametrize("strategy", ["auto", "cpu"])

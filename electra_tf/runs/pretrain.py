@@ -29,7 +29,7 @@ from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
 from electra_tf.training.optimization import create_pretraining_optimizer
-from electra_tf.training.runtime import RuntimeOptions
+from electra_tf.training.runtime_options import RuntimeOptions
 
 
 @dataclasses.dataclass
