@@ -157,4 +157,23 @@ def build_vocab(corpus_pattern, output: str, vocab_size: int, lower_case: bool,
     if stats.summary():
         print(stats.summary(), file=sys.stderr)
     print(f"Wrote {len(tokens)} tokens to {output} in {time.time() - start:.1f}s.")
+    fewer_note = _fewer_tokens_note(len(tokens), vocab_size)
+    if fewer_note:
+        print(fewer_note)
     return tokens
+
+
+def _fewer_tokens_note(learned: int, asked: int):
+    """Why the learner wrote fewer tokens than asked, when it fell short of the range it
+    aims for (tf-text's `slack_ratio` below `asked`); None otherwise."""
+    import inspect
+
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+
+    # keras-hub calls the learner with these two at tf-text's defaults.
+    defaults = inspect.signature(wordpiece_tokenizer_learner_lib.learn).parameters
+    if learned >= asked * (1 - defaults["slack_ratio"].default):
+        return None
+    return (f"note: {learned} tokens, fewer than the {asked} asked: the WordPiece learner "
+            f"keeps only pieces seen at least {defaults['lower_thresh'].default} times in "
+            "the corpus; more text gives more.")
