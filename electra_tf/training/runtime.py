@@ -1,4 +1,5 @@
-"""Where and how a run executes: `tf.distribute` strategy, mixed precision, XLA.
+"""Where and how a run executes: `tf.distribute` strategy, mixed precision, XLA; applies
+the options of `training.runtime_options.RuntimeOptions`.
 
 These options never change what a checkpoint holds, so a run may resume under other ones
 (e.g. pretrain on a TPU, continue on a GPU box).
