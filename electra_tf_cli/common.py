@@ -7,12 +7,11 @@ import os
 import re
 import sys
 import typing
-from typing import Optional
 
 VERBOSE_FLAGS = ("--verbose", "--verbose=true", "--verbose=1")
 
 
-def quiet_tensorflow(verbose: Optional[bool] = None) -> None:
+def quiet_tensorflow(verbose: typing.Optional[bool] = None) -> None:
     """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
     machines without one) unless `verbose` (None: `--verbose` in `sys.argv`) or the user
     set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""

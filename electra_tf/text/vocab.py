@@ -90,8 +90,8 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     Uses keras-hub's `compute_word_piece_vocabulary` (tf-text's learner); we only feed it
     lines decoded by our corpus reader so that bad UTF-8 is counted instead of crashing.
     """
-    # Imported here: the rest of this module (loading, checking vocabs) serves commands
-    # and worker processes that never load TensorFlow.
+    # Imported here, not at the top: commands import this module to define their flags,
+    # before TensorFlow loads (`electra_tf_cli.common.start`).
     import keras_hub
     import tensorflow as tf
 

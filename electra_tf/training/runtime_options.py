@@ -49,7 +49,7 @@ class RuntimeOptions:
 
     @property
     def encoder_activation(self) -> str:
-        from electra_tf.layers.activations import GELU  # (TensorFlow's side)
+        from electra_tf.layers.activations import GELU  # that module loads TensorFlow
 
         return "electra_tf>fused_gelu" if self.fused_gelu else GELU
 
