@@ -1,0 +1,59 @@
+"""Our WordPiece learner against tf-text's and keras-hub's, which it must match token for
+token."""
+
+import random
+
+import keras_hub
+import pytest
+import tensorflow as tf
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as tf_text
+
+from electra_tf.text import corpus, vocab, wordpiece_learner
+from conftest import DEMO
+
+RESERVED = list(vocab.SPECIAL_TOKENS)
+
+
+def zipf_words(seed: int, alphabet: str, count: int) -> dict:
+    """Words sharing many beginnings and endings, counts from 1 to thousands with ties."""
+    rng = random.Random(seed)
+    stems = ["".join(rng.choices(alphabet, k=rng.randint(1, 6))) for _ in range(count // 4)]
+    endings = ["", "", "s", "ing", "ed", "tion", "é"]
+    words = {}
+    for rank in range(1, count + 1):
+        word = rng.choice(stems) + rng.choice(endings) + rng.choice(["", rng.choice(stems)])
+        words[word] = words.get(word, 0) + 5_000 // rank
+    # Left out by both learners: a reserved token and a word over 50 characters.
+    words["[MASK]"] = 500
+    words["x" * 60] = 500
+    return words
+
+
+@pytest.mark.parametrize("seed, vocab_size", [(0, 60), (1, 150), (2, 300), (3, 2000)])
+def test_learns_tf_texts_vocab_token_for_token(seed, vocab_size):
+    words = zipf_words(seed, "abcdeéfst", 800)
+    expected = tf_text.learn(words, vocab_size, RESERVED, include_joiner_token=True,
+                             joiner="##")
+    assert wordpiece_learner.learn(words, vocab_size, RESERVED) == expected
+    assert "[MASK]" in expected and "x" * 60 not in expected
+
+
+def test_learn_vocab_is_keras_hubs_vocab(tmp_path):
+    """The whole command's learning: pre-tokenization, the cut to the size asked."""
+    speech = DEMO / "corpus" / "sotu_2019_donald_j_trump_r.txt"
+    korean = DEMO / "korean" / "constitution.txt"
+    for path, size, lower_case in ((speech, 400, True), (korean, 700, False)):
+        lines = [line for line in corpus.read_lines(str(path), corpus.DecodeStats())
+                 if line.strip()]
+        expected = keras_hub.tokenizers.compute_word_piece_vocabulary(
+            tf.data.Dataset.from_tensor_slices(lines).batch(64), size,
+            lowercase=lower_case, strip_accents=lower_case, reserved_tokens=RESERVED)
+        learned = vocab.learn_vocab([str(path)], size, lower_case, lower_case)
+        assert learned == expected and len(learned) <= size
+
+
+def test_a_blank_corpus_is_refused_with_a_reason(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("  \n\t\n")
+    with pytest.raises(vocab.VocabError, match="no word pieces"):
+        vocab.learn_vocab([str(blank)], 100, True, True)
