@@ -52,8 +52,10 @@ def test_learn_vocab_is_keras_hubs_vocab(tmp_path):
         assert learned == expected and len(learned) <= size
 
 
-def test_a_blank_corpus_is_refused_with_a_reason(tmp_path):
-    blank = tmp_path / "blank.txt"
-    blank.write_text("  \n\t\n")
+@pytest.mark.parametrize("text", ["  \n\t\n", "x" * 60 + "\n"],
+                         ids=["blank", "only-words-over-50-characters"])
+def test_a_corpus_without_pieces_is_refused_with_a_reason(tmp_path, text):
+    path = tmp_path / "corpus.txt"
+    path.write_text(text)
     with pytest.raises(vocab.VocabError, match="no word pieces"):
-        vocab.learn_vocab([str(blank)], 100, True, True)
+        vocab.learn_vocab([str(path)], 100, True, True)

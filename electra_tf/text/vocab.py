@@ -124,10 +124,12 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
         word_counts = wordpiece_tokenizer_learner_lib.count_words(words)
     except StopIteration:  # what tf-text's `count_words` raises when there is no word
         word_counts = {}
-    if not word_counts:
-        raise VocabError("The corpus produced no word pieces; is it empty or all blank?")
     # At most `vocab_size`, as keras-hub cuts it: the learner may return more.
-    return wordpiece_learner.learn(word_counts, vocab_size, list(SPECIAL_TOKENS))[:vocab_size]
+    tokens = (wordpiece_learner.learn(word_counts, vocab_size, list(SPECIAL_TOKENS))[:vocab_size]
+              if word_counts else [])
+    if len(tokens) <= len(SPECIAL_TOKENS):
+        raise VocabError("The corpus produced no word pieces; is it empty or all blank?")
+    return tokens
 
 
 def write_vocab(tokens: list, path: str) -> None:
