@@ -173,15 +173,12 @@ def build_vocab(corpus_pattern, output: str, vocab_size: int, lower_case: bool,
 
 def _fewer_tokens_note(learned: int, asked: int):
     """Why the learner wrote fewer tokens than asked, when it fell short of the range it
-    aims for (tf-text's `slack_ratio` below `asked`); None otherwise."""
-    import inspect
+    aims for (its `slack_ratio` below `asked`); None otherwise."""
+    from electra_tf.text import wordpiece_learner
 
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
-
-    # keras-hub calls the learner with these two at tf-text's defaults.
-    defaults = inspect.signature(wordpiece_tokenizer_learner_lib.learn).parameters
-    if learned >= asked * (1 - defaults["slack_ratio"].default):
+    params = wordpiece_learner.parameters(asked, list(SPECIAL_TOKENS))
+    if learned >= asked * (1 - params.slack_ratio):
         return None
     return (f"note: {learned} tokens, fewer than the {asked} asked: the WordPiece learner "
-            f"keeps only pieces seen at least {defaults['lower_thresh'].default} times in "
-            "the corpus; more text gives more.")
+            f"keeps only pieces seen at least {params.lower_thresh} times in the corpus; "
+            "more text gives more.")

@@ -31,11 +31,7 @@ def learn(word_counts, vocab_size: int, reserved_tokens: list, joiner: str = "##
     include_joiner_token=True, joiner=joiner)` returns (as keras-hub calls it) for a
     {word: count} dict; like it, more than `vocab_size` tokens when no threshold gives
     fewer."""
-    arguments = inspect.signature(tf_text.learn).bind(
-        word_counts, vocab_size, reserved_tokens, include_joiner_token=True, joiner=joiner)
-    arguments.apply_defaults()
-    params = tf_text.Params(**{name: arguments.arguments[name]
-                               for name in tf_text.Params._fields})
+    params = parameters(vocab_size, reserved_tokens, joiner)
     word_counts = word_counts.items()
     # As tf-text's `learn` does: the search's bounds from every word, pieces only from
     # the words it keeps.
@@ -46,6 +42,16 @@ def learn(word_counts, vocab_size: int, reserved_tokens: list, joiner: str = "##
     allowed_chars = tf_text.get_allowed_chars(words, params.max_unique_chars)
     words = tf_text.filter_input_words(words, allowed_chars, params.max_input_tokens)
     return _binary_search(words, lower, upper, params)
+
+
+def parameters(vocab_size: int, reserved_tokens: list, joiner: str = "##"):
+    """tf-text's `Params` for `learn`: these arguments, tf-text's defaults for the rest (the
+    frequency threshold's bounds, the slack below `vocab_size`, ...)."""
+    arguments = inspect.signature(tf_text.learn).bind(
+        None, vocab_size, reserved_tokens, include_joiner_token=True, joiner=joiner)
+    arguments.apply_defaults()
+    return tf_text.Params(**{name: arguments.arguments[name]
+                             for name in tf_text.Params._fields})
 
 
 def _binary_search(words, lower: int, upper: int, params) -> list:

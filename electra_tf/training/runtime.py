@@ -11,7 +11,6 @@ depend on the number of devices.
 """
 
 import contextlib
-import dataclasses
 import json
 import os
 from typing import Optional
@@ -22,7 +21,8 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
-from electra_tf.training.runtime_options import PRECISIONS, STRATEGIES, RuntimeOptions
+from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
+
 
 def create_strategy(options: RuntimeOptions) -> tf.distribute.Strategy:
     """The `tf.distribute.Strategy` named by `options.strategy`.
