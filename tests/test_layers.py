@@ -500,10 +500,16 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     assert plain["MatMul"] == split_products + 1
 
 
-def test_bfloat16_bias_gradients_are_summed_in_float32():
+@pytest.mark.parametrize("products_in_float32", [None, False],
+                         ids=["as this CPU's products", "summed from a float32 copy"])
+def test_bfloat16_bias_gradients_are_summed_in_float32(monkeypatch, products_in_float32):
     """TensorFlow's `BiasAddGrad` sums bfloat16 rows in bfloat16: over 4,096 rows of unit
     normals it missed the sums (about 64 in size) by up to 24. Our dense layers' training
-    gradient misses them by the result's rounding only."""
+    gradient misses them by the result's rounding only, whether this CPU's bfloat16
+    products accumulate in float32 or not (then the sum is taken from a float32 copy)."""
+    if products_in_float32 is not None:
+        monkeypatch.setattr(flat_dense, "bfloat16_products_accumulate_in_float32",
+                            lambda: products_in_float32)
     layer = flat_dense.FlatDense(256, dtype="mixed_bfloat16")
     x = tf.random.stateless_normal([32, 128, 16], seed=[0, 1])
     upstream = tf.cast(tf.random.stateless_normal([32, 128, 256], seed=[0, 2]),

@@ -11,6 +11,7 @@ and values (to float32 rounding).
 
 import contextlib
 import contextvars
+import functools
 import math
 
 import keras
@@ -187,15 +188,35 @@ def bias_add_and_fused_gelu(y, bias):
 
 def bias_gradient(upstream):
     """The gradient of a bias added to each row of a 2-D tensor, from the tensor's
-    `upstream` gradient: its rows' sum, as `BiasAddGrad`; in bfloat16 as the product of
-    a row of ones with `upstream`.
+    `upstream` gradient: its rows' sum, as `BiasAddGrad`; in bfloat16 summed in float32 and
+    rounded once, as the product of a row of ones with `upstream` where bfloat16 products
+    accumulate in float32, else as `BiasAddGrad` of a float32 copy.
 
-    Why: TensorFlow's `BiasAddGrad` sums bfloat16 rows in bfloat16, while a product
-    accumulates in float32 and rounds once. Summing 4,096 rows of unit normals,
-    `BiasAddGrad` missed the float64 sums (about 64 in size) by up to 21, the product by
+    Why: TensorFlow's `BiasAddGrad` sums bfloat16 rows in bfloat16. Summing 4,096 rows of
+    unit normals, it missed the float64 sums (about 64 in size) by up to 21, the product by
     0.47, the result's own rounding; the product also took 1.4 ms against 2.4 ([4096,
     1024], 2-core Sapphire Rapids). float32 and float16 sums stay within their rounding."""
     if upstream.dtype != tf.bfloat16:
         return tf.raw_ops.BiasAddGrad(out_backprop=upstream)
+    if not bfloat16_products_accumulate_in_float32():
+        as_float32 = tf.raw_ops.BiasAddGrad(out_backprop=tf.cast(upstream, tf.float32))
+        return tf.cast(as_float32, tf.bfloat16)
     ones = tf.ones([1, tf.shape(upstream)[0]], upstream.dtype)
     return tf.reshape(tf.matmul(ones, upstream), [-1])
+
+
+@functools.cache
+def bfloat16_products_accumulate_in_float32() -> bool:
+    """Whether this process's bfloat16 `MatMul` keeps its running sums in float32, tried on
+    one product whose sum bfloat16 partial sums cannot reach (1 + 4,095 x 2^-8).
+
+    Why a trial: TensorFlow hands bfloat16 products to oneDNN, which accumulates in float32,
+    only on CPUs with AVX512F or AVX_NE_CONVERT and oneDNN on; elsewhere (AVX2-only CPUs
+    such as older AMD EPYCs, or `TF_ENABLE_ONEDNN_OPTS=0`) Eigen multiplies them and rounds
+    its partial sums to bfloat16 (16.875 for this sum of 16.996; the bias gradients of 4,096
+    rows of unit normals off by up to 0.76%, AMD EPYC AVX2-only). TensorFlow tells Python
+    neither which library runs a product nor the CPU's features."""
+    with tf.init_scope():
+        column = tf.concat([[[1.0]], tf.fill([4095, 1], 2.0 ** -8)], axis=0)
+        total = tf.matmul(tf.ones([1, 4096], tf.bfloat16), tf.cast(column, tf.bfloat16))
+        return float(total[0, 0]) == 17.0
