@@ -16,6 +16,7 @@ from electra_tf.layers import layer_stack
 from electra_tf.layers.activations import fused_gelu
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
+from electra_tf.training import runtime
 from electra_tf.training.runtime import create_strategy
 from electra_tf.training.runtime_options import RuntimeOptions
 
@@ -240,3 +241,21 @@ def test_float16_runs_without_the_remapper_on_a_cpu(precision, monkeypatch):
     off = rewriter_config_pb2.RewriterConfig.OFF
     kept = rewriter_config_pb2.RewriterConfig.DEFAULT
     assert seen == [off if precision == "fp16" else kept] * 2
+
+
+@pytest.mark.parametrize("fast_products", [False, True])
+def test_bf16_on_a_cpu_without_bfloat16_products_says_float32_is_faster(
+        fast_products, monkeypatch, capsys):
+    """Where TensorFlow multiplies bfloat16 on Eigen (AVX2-only CPUs), bf16 trains slower
+    than float32: the runs say so when they build their models, and only there."""
+    monkeypatch.setattr(runtime, "bfloat16_products_accumulate_in_float32",
+                        lambda: fast_products)
+    with runtime.precision("bf16"):
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    with runtime.precision("none"):
+        pass
+    note = capsys.readouterr().err
+    if fast_products:
+        assert note == ""
+    else:
+        assert note.count("\n") == 1 and "--mixed_precision none is faster" in note

@@ -13,12 +13,14 @@ depend on the number of devices.
 import contextlib
 import json
 import os
+import sys
 from typing import Optional
 
 import keras
 import tensorflow as tf
 
 from electra_tf.errors import ConfigError
+from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
@@ -101,6 +103,16 @@ def precision(mixed_precision: str):
     Keras reads the policy when a layer is created, so it is set only while models are
     built and restored afterwards (tests build several models in one process).
     """
+    if (mixed_precision == "bf16" and not tf.config.list_logical_devices("GPU")
+            and not tf.config.list_logical_devices("TPU")
+            and not bfloat16_products_accumulate_in_float32()):
+        # TensorFlow then multiplies bfloat16 on Eigen: ELECTRA-Small's pretraining step
+        # 1.24x slower than float32's (2-core AMD EPYC, AVX2 only), with partial sums
+        # rounded to bfloat16.
+        print("note: TensorFlow has no fast bfloat16 matrix products on this CPU (AVX2 only, "
+              "or TF_ENABLE_ONEDNN_OPTS=0): --mixed_precision bf16 trains slower than "
+              "float32 here and rounds its products' partial sums; --mixed_precision none "
+              "is faster.", file=sys.stderr)
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(PRECISIONS[mixed_precision])
     try:
