@@ -13,7 +13,7 @@ fine-tuning recipe is wrong".
 
 import json
 
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402

@@ -20,8 +20,8 @@ result).
 Why: on AMD EPYC (AVX2) machines, fit under OneDeviceStrategy ran ELECTRA-Small steps
 1.5-1.8x slower than under the default strategy, with 7-24x the page faults; on an
 AVX-512 EPYC it did not. Single-CPU runs now use the default strategy; this bench shows
-what they gained on the machine at hand. Run it with `TF_ENABLE_ONEDNN_OPTS=0` for the
-Eigen kernels TensorFlow ran on those AVX2 machines, and `MALLOC_ARENA_MAX=1` to see the
+what they gained on the machine at hand. Run it with `TF_ENABLE_ONEDNN_OPTS=0` or `1`
+for either of TensorFlow's kernels (Eigen is its choice on AVX2-only CPUs), and `MALLOC_ARENA_MAX=1` to see the
 page faults go (docs/distributed.md).
 """
 
@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from absl import app, flags
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("shapes", ["16x16", "32x128"], "BATCHxSEQ_LENGTH shapes, one run each.")

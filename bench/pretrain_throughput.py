@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402

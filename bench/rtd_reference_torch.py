@@ -13,7 +13,7 @@ transformers).
 import glob
 import time
 
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 import numpy as np
 import tensorflow as tf
 import torch

@@ -19,7 +19,9 @@ pretraining checkpoints'.
 TensorFlow runs with its pooling CPU allocator, as the README tells TF Serving operators to
 start the server (`TF_CPU_ALLOCATOR_USE_BFC=true`); set the variable to false to time malloc.
 A server may run the export with oneDNN's kernels or without them, on TensorFlow's own
-(Eigen), depending on its build and CPU: set `TF_ENABLE_ONEDNN_OPTS=0` to time the latter.
+(Eigen), depending on its build and CPU (TensorFlow turns oneDNN on by itself on CPUs with
+AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX): set `TF_ENABLE_ONEDNN_OPTS=0` or `1` to time
+either.
 The first line printed says which ran.
 """
 

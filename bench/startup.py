@@ -22,7 +22,7 @@ import sys
 import time
 
 from absl import app, flags
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # synthetic, torch_rtd
 

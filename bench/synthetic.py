@@ -2,7 +2,7 @@
 token ids, random token batches for it (speed does not depend on the text), and our
 pretraining step to time on them."""
 
-import electra_tf  # noqa: F401  (before TensorFlow loads: its CPU settings)
+import electra_tf  # noqa: F401  (its CPU memory settings)
 import numpy as np
 import tensorflow as tf
 

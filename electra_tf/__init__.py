@@ -6,7 +6,6 @@ do not import TensorFlow.
 
 import importlib
 import os
-import platform
 
 # TensorFlow's CPU tensors then come from its pooling (BFC) allocator instead of malloc,
 # which hands the large activations of every step back to the system and faults them in
@@ -17,15 +16,10 @@ import platform
 # "false" beforehand to keep malloc.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-# TensorFlow's oneDNN kernels on every x86 CPU: TensorFlow turns them on by itself only on
-# CPUs with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX, and elsewhere (AVX2-only CPUs such as
-# older AMD EPYCs) runs its Eigen kernels, which its wheels compile without FMA. With
-# oneDNN held to AVX2 (`ONEDNN_MAX_CPU_ISA=AVX2`, 2-core Sapphire Rapids), an ELECTRA-Small
-# fp32 pretraining step ran 1.12-1.20x faster than on Eigen, `predict` of 64 texts 1.2x,
-# the first pretraining step 1.1x sooner (docs/results.md, nineteenth pass). TensorFlow
-# reads the variable when it is imported: import electra_tf first; set "0" to keep Eigen.
-if platform.machine().lower() in ("x86_64", "amd64"):
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# TensorFlow's own choice of CPU kernels stands (oneDNN on CPUs with AVX512_VNNI,
+# AVX512_BF16, AVX_VNNI or AMX, Eigen elsewhere): turned on for AVX2-only CPUs, oneDNN
+# trained ELECTRA-Small within 4% of Eigen's speed there, and `predict` of 1-8 texts ran 1.3-1.8x slower,
+# first steps 0.6-1.5 s later (2-core AMD EPYC, docs/results.md, twenty-fourth pass).
 
 _EXPORTS = {
     "ElectraConfig": "electra_tf.config",

@@ -15,7 +15,7 @@ def quiet_tensorflow(verbose: typing.Optional[bool] = None) -> None:
     """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
     machines without one) unless `verbose` (None: `--verbose` in `sys.argv`) or the user
     set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
-    import electra_tf  # noqa: F401  (TensorFlow's CPU settings, read when it loads)
+    import electra_tf  # noqa: F401  (TensorFlow's CPU memory settings)
 
     if verbose is None:
         verbose = any(a in VERBOSE_FLAGS for a in sys.argv)

@@ -22,8 +22,8 @@ for variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_TH
 
 import pytest  # noqa: E402
 
-# Before any test module loads TensorFlow: the same CPU settings (oneDNN) as the commands the
-# tests start, so that results computed here and in a command agree on every CPU.
+# Before any test module makes a TensorFlow tensor: the same CPU memory settings (the pooling
+# allocator) as the commands the tests start.
 import electra_tf  # noqa: E402,F401
 
 # The longest test files by CPU time (measured per test, Sapphire Rapids, 2 cores), started

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port
 
 from electra_tf.config import ElectraConfig
 from electra_tf.layers import flat_dense, layer_stack
@@ -442,11 +443,14 @@ def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs
 
 def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
     """The GELU applied to the flat product lets oneDNN's fused matmul compute it: no `Erf`
-    runs; applied after the reshape back to 3-D, one `Erf` per layer ran."""
+    runs; applied after the reshape back to 3-D, one `Erf` per layer ran. Where TensorFlow
+    runs Eigen's kernels (AVX2-only CPUs), its fused matmul takes the bias only."""
     inputs = encoder_inputs()
     encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
     [(outputs, executed)] = frozen_encoder_session(encoder, [inputs])
-    assert "Erf" not in executed and any("FusedMatMul" in kind for kind in executed)
+    assert any("FusedMatMul" in kind for kind in executed)
+    if _pywrap_util_port.IsMklEnabled():
+        assert "Erf" not in executed
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 

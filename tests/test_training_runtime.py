@@ -1,7 +1,6 @@
 """Strategy selection and its errors, and what the runtime flags change in a model."""
 
 import os
-import platform
 import subprocess
 import sys
 
@@ -37,12 +36,18 @@ def test_mirrored_without_accelerators_mirrors_the_cpu():
 # Which allocator TensorFlow's CPU tensors come from, after importing TensorFlow before
 # electra_tf (as users do): the bytes a 12,000-byte tensor adds to the CPU's memory
 # statistics (the pooling allocator rounds every allocation up to 256 bytes; malloc's
-# statistics leave it out), then the page faults per 64 MB multiplication, repeated.
+# statistics leave it out, or keep none without oneDNN), then the page faults per 64 MB
+# multiplication, repeated.
 _ALLOCATOR_PROBE = """
 import resource, tensorflow as tf, electra_tf
-before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+def in_use():
+    try:
+        return tf.config.experimental.get_memory_info("CPU:0")["current"]
+    except ValueError:  # "Allocator stats not available"
+        return 0
+before = in_use()
 small = tf.fill([3000], 1.0)
-print(tf.config.experimental.get_memory_info("CPU:0")["current"] - before)
+print(in_use() - before)
 x = tf.random.uniform([4096, 4096])
 for _ in range(4): y = x * 2.0
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -66,38 +71,6 @@ def test_importing_electra_tf_pools_tensorflow_cpu_memory_unless_told_not_to(set
     # that side's count is not asserted.
     if pooled:
         assert faults < 1000
-
-
-_ONEDNN_PROBE = """
-import os, sys
-order = []
-
-class Recorder:  # notes which of the two packages is looked up first
-    def find_spec(self, name, path=None, target=None):
-        if name in ("electra_tf", "tensorflow") and name not in order:
-            order.append(name)
-
-sys.meta_path.insert(0, Recorder())
-from electra_tf_cli import common
-common.quiet_tensorflow(False)
-from tensorflow.python.util import _pywrap_util_port
-print(*order, os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled())
-"""
-
-
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 only")
-@pytest.mark.parametrize("setting, expected", [(None, "1 True"), ("0", "0 False")])
-def test_commands_load_tensorflow_with_onednn_unless_told_not_to(setting, expected):
-    # TensorFlow reads the setting as it loads, and turns oneDNN on by itself only on CPUs
-    # with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX: the commands import electra_tf, which
-    # sets it, before TensorFlow.
-    environment = {k: v for k, v in os.environ.items()
-                   if k not in ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL")}
-    if setting is not None:
-        environment["TF_ENABLE_ONEDNN_OPTS"] = setting
-    printed = subprocess.run([sys.executable, "-c", _ONEDNN_PROBE], env=environment,
-                             capture_output=True, text=True, check=True).stdout.split()
-    assert " ".join(printed) == "electra_tf tensorflow " + expected
 
 
 _GRAPPLER_ROUNDS = """
