@@ -21,8 +21,8 @@ Why: on AMD EPYC (AVX2) machines, fit under OneDeviceStrategy ran ELECTRA-Small 
 1.5-1.8x slower than under the default strategy, with 7-24x the page faults; on an
 AVX-512 EPYC it did not. Single-CPU runs now use the default strategy; this bench shows
 what they gained on the machine at hand. Run it with `TF_ENABLE_ONEDNN_OPTS=0` or `1`
-for either of TensorFlow's kernels (Eigen is its choice on AVX2-only CPUs), and `MALLOC_ARENA_MAX=1` to see the
-page faults go (docs/distributed.md).
+for either of TensorFlow's kernels (Eigen is its choice on AVX2-only CPUs), and
+`MALLOC_ARENA_MAX=1` to see the page faults go (docs/distributed.md).
 """
 
 import itertools
