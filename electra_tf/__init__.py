@@ -19,7 +19,8 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 # TensorFlow's own choice of CPU kernels stands (oneDNN on CPUs with AVX512_VNNI,
 # AVX512_BF16, AVX_VNNI or AMX, Eigen elsewhere): turned on for AVX2-only CPUs, oneDNN
 # trained ELECTRA-Small within 4% of Eigen's speed there, and `predict` of 1-8 texts ran
-# 1.3-1.8x slower, first steps 0.6-1.5 s later (2-core AMD EPYC, docs/results.md, twenty-fourth pass).
+# 1.3-1.8x slower, first steps 0.6-1.5 s later (2-core AMD EPYC; docs/results.md,
+# twenty-fourth pass).
 
 _EXPORTS = {
     "ElectraConfig": "electra_tf.config",
