@@ -32,6 +32,11 @@ def call_config() -> config_pb2.ConfigProto:
         context.context().function_call_options.config_proto_serialized)
 
 
+def accelerator_visible() -> bool:
+    """Whether TensorFlow sees a GPU or a TPU (else everything runs on the CPU)."""
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 @contextlib.contextmanager
 def one_optimization_round(compute_dtype):
     """Functions first called inside are optimised by one Grappler round, without its
@@ -42,7 +47,7 @@ def one_optimization_round(compute_dtype):
     config = call_config()
     rewrite = config.graph_options.rewrite_options
     rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
-    if not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")):
+    if not accelerator_visible():
         rewrite.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
         rewrite.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
         if compute_dtype == "float16":

@@ -23,6 +23,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
+from electra_tf.training.graph_optimization import accelerator_visible
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
 
 
@@ -103,8 +104,7 @@ def precision(mixed_precision: str):
     Keras reads the policy when a layer is created, so it is set only while models are
     built and restored afterwards (tests build several models in one process).
     """
-    if (mixed_precision == "bf16" and not tf.config.list_logical_devices("GPU")
-            and not tf.config.list_logical_devices("TPU")
+    if (mixed_precision == "bf16" and not accelerator_visible()
             and not bfloat16_products_accumulate_in_float32()):
         # TensorFlow then multiplies bfloat16 on Eigen: ELECTRA-Small's pretraining step
         # 1.24x slower than float32's (2-core AMD EPYC, AVX2 only), with partial sums
