@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -283,6 +284,11 @@ def test_missing_unreachable_and_unusable_sources_are_one_clear_error(zoo, tmp_p
         resolve("tiny-hub")
     with pytest.raises(ConfigError, match="does not exist: give a local model"):
         resolve("./no/such/model")
+    # A directory holding a model's two towers names them.
+    towers = re.escape(repr(str(tmp_path / "hf")))
+    with pytest.raises(ConfigError, match=f"^{towers} is not a model but holds 2: give one of "
+                                          f"{re.escape(repr(without_vocab))}, '.*gen'.$"):
+        resolve(str(tmp_path / "hf"))
 
 
 def test_a_killed_download_or_conversion_never_leaves_an_entry_that_looks_complete(zoo):

@@ -38,6 +38,10 @@ def resolve(spec: str) -> str:
     if layout is not None:
         return _convert_local(spec, layout)
     if os.path.exists(spec):
+        inside = _models_inside(spec)
+        if inside:  # e.g. a released model's two towers, side by side
+            raise ConfigError(f"{spec!r} is not a model but holds {len(inside)}: give one "
+                              f"of {', '.join(map(repr, inside))}.")
         raise ConfigError(f"{spec!r} is not a model: give {_NOT_A_MODEL}, or a model name "
                           "(`electra-presets` lists them).")
     if catalog.is_hub_id(spec.partition("@")[0]):  # ORG/NAME[@REV], as transformers takes it
@@ -50,6 +54,14 @@ def resolve(spec: str) -> str:
         raise ConfigError(f"{spec!r} does not exist: give a local model, or a model name "
                           "(`electra-presets` lists them).")
     return _cached_or_fetched(catalog.lookup(spec))
+
+
+def _models_inside(directory: str) -> list:
+    """The models one level inside `directory`, sorted."""
+    if not os.path.isdir(directory):
+        return []
+    paths = sorted(os.path.join(directory, name) for name in os.listdir(directory))
+    return [path for path in paths if os.path.isdir(path) and api.detect_format(path)]
 
 
 # ----------------------------------------------------------------------------- the cache
