@@ -2,7 +2,7 @@ import pytest
 
 from electra_tf.text import vocab
 from electra_tf.errors import VocabError
-from electra_tf.text.tokenizer import ElectraTokenizer
+from electra_tf.text.tokenizer import ElectraTokenizer, tokenize_ragged
 from conftest import DEMO
 
 
@@ -19,19 +19,28 @@ def test_learned_vocab_has_special_tokens_first_and_tokenizes_in_graph(vocab_pat
     assert tokenizer.detokenize([ids]) == ["the american people"]
 
 
-def test_eager_calls_run_tf_text_not_keras_hubs_python_wordpiece(vocab_path, monkeypatch):
+def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     """keras-hub tokenizes eager calls in pure Python unless told not to (the same ids, 10x
-    slower): data building and fine-tuning features call ours eagerly."""
+    slower), and hands eager outputs back as Python lists: data building and fine-tuning
+    features tokenize eagerly, through tf-text and into tensors."""
     import keras_hub
+    import tensorflow as tf
+    from keras_hub.src.utils import tensor_utils
 
-    def python_path(*args, **kwargs):
-        raise AssertionError("keras-hub's pure-Python WordPiece ran")
+    def refused(what):
+        def call(*args, **kwargs):
+            raise AssertionError(f"{what} ran")
+        return call
 
     for name in ("_tokenize_python", "_detokenize_python"):
-        monkeypatch.setattr(keras_hub.tokenizers.WordPieceTokenizer, name, python_path)
+        monkeypatch.setattr(keras_hub.tokenizers.WordPieceTokenizer, name,
+                            refused("keras-hub's pure-Python WordPiece"))
     tokenizer = ElectraTokenizer(vocab_path, lowercase=True)
     ids = tokenizer(["The American people"])[0]
     assert tokenizer.detokenize([ids]) == ["the american people"]
+    monkeypatch.setattr(tensor_utils, "tensor_to_list", refused("A tensor to Python lists"))
+    ragged = tokenize_ragged(tokenizer, ["The American people", ""])
+    assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]
 
 
 def test_korean_vocab_keeps_hangul_syllables(tmp_path):
