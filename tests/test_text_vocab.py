@@ -2,7 +2,7 @@ import pytest
 
 from electra_tf.text import vocab
 from electra_tf.errors import VocabError
-from electra_tf.text.tokenizer import ElectraTokenizer, tokenize_ragged
+from electra_tf.text.tokenizer import _EAGER_GRAPHS, ElectraTokenizer, tokenize_ragged
 from conftest import DEMO
 
 
@@ -38,6 +38,10 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     tokenizer = ElectraTokenizer(vocab_path, lowercase=True)
     ids = tokenizer(["The American people"])[0]
     assert tokenizer.detokenize([ids]) == ["the american people"]
+    # Eager calls of any batch size, or of one text, run one graph traced once.
+    assert list(tokenizer("The American people")) == list(ids)
+    assert [list(row) for row in tokenizer(["a", "The American people", ""])][1] == list(ids)
+    assert _EAGER_GRAPHS[tokenizer].experimental_get_tracing_count() == 1
     monkeypatch.setattr(tensor_utils, "tensor_to_list", refused("A tensor to Python lists"))
     ragged = tokenize_ragged(tokenizer, ["The American people", ""])
     assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]
