@@ -1,3 +1,6 @@
+import gc
+import weakref
+
 import pytest
 
 from electra_tf.text import vocab
@@ -42,6 +45,11 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     assert list(tokenizer("The American people")) == list(ids)
     assert [list(row) for row in tokenizer(["a", "The American people", ""])][1] == list(ids)
     assert _EAGER_GRAPHS[tokenizer].experimental_get_tracing_count() == 1
+    gone = ElectraTokenizer(vocab_path, lowercase=True)
+    gone(["a"])
+    gone = weakref.ref(gone)
+    gc.collect()
+    assert gone() is None  # the graph holds its tokenizer weakly
     monkeypatch.setattr(tensor_utils, "tensor_to_list", refused("A tensor to Python lists"))
     ragged = tokenize_ragged(tokenizer, ["The American people", ""])
     assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]

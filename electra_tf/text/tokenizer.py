@@ -59,12 +59,15 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
             return super().tokenize(inputs)
         # tf-text's ops run one by one re-do ~20 ms of set-up per call (a text: 20 ms, 1.3
         # in a graph; 1,024 texts: 34 against 12), so eager calls run one graph traced once
-        # per tokenizer (0.4 s), kept outside the layer, which SavedModels would save.
+        # per tokenizer (0.4 s), kept outside the layer, which SavedModels would save, and
+        # holding it weakly, so that the tokenizer can go.
         graph = _EAGER_GRAPHS.get(self)
         if graph is None:
+            tokenizer = weakref.ref(self)
             graph = _EAGER_GRAPHS[self] = tf.function(
-                super().tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
-                autograph=False)
+                lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(tokenizer(),
+                                                                               batch),
+                input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         ids = graph(texts[None] if texts.shape.rank == 0 else texts)
         return convert_preprocessing_outputs(ids[0] if texts.shape.rank == 0 else ids)
 
