@@ -11,6 +11,7 @@ depend on the number of devices.
 """
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -97,6 +98,19 @@ def worker_id(strategy: tf.distribute.Strategy) -> int:
     return int(resolver.task_id or 0) if resolver is not None else 0
 
 
+@functools.cache  # once per process, not per model built (each fine-tuning trial builds one)
+def _note_slow_bfloat16() -> None:
+    if accelerator_visible() or bfloat16_products_accumulate_in_float32():
+        return
+    # TensorFlow then multiplies bfloat16 on Eigen: ELECTRA-Small's pretraining step 1.24x
+    # slower than float32's (2-core AMD EPYC, AVX2 only), with partial sums rounded to
+    # bfloat16.
+    print("note: TensorFlow has no fast bfloat16 matrix products on this CPU (AVX2 only, "
+          "or TF_ENABLE_ONEDNN_OPTS=0): --mixed_precision bf16 trains slower than "
+          "float32 here and rounds its products' partial sums; --mixed_precision none "
+          "is faster.", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def precision(mixed_precision: str):
     """Layers built inside compute in the given precision (variables stay float32).
@@ -104,15 +118,8 @@ def precision(mixed_precision: str):
     Keras reads the policy when a layer is created, so it is set only while models are
     built and restored afterwards (tests build several models in one process).
     """
-    if (mixed_precision == "bf16" and not accelerator_visible()
-            and not bfloat16_products_accumulate_in_float32()):
-        # TensorFlow then multiplies bfloat16 on Eigen: ELECTRA-Small's pretraining step
-        # 1.24x slower than float32's (2-core AMD EPYC, AVX2 only), with partial sums
-        # rounded to bfloat16.
-        print("note: TensorFlow has no fast bfloat16 matrix products on this CPU (AVX2 only, "
-              "or TF_ENABLE_ONEDNN_OPTS=0): --mixed_precision bf16 trains slower than "
-              "float32 here and rounds its products' partial sums; --mixed_precision none "
-              "is faster.", file=sys.stderr)
+    if mixed_precision == "bf16":
+        _note_slow_bfloat16()
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(PRECISIONS[mixed_precision])
     try:
