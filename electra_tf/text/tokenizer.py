@@ -68,8 +68,9 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
                 lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(tokenizer(),
                                                                                batch),
                 input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-        ids = graph(texts[None] if texts.shape.rank == 0 else texts)
-        return convert_preprocessing_outputs(ids[0] if texts.shape.rank == 0 else ids)
+        if texts.shape.rank == 0:
+            return convert_preprocessing_outputs(graph(texts[None])[0])
+        return convert_preprocessing_outputs(graph(texts))
 
     @property
     def special_ids(self) -> dict:
@@ -110,5 +111,4 @@ def tokenize_ragged(tokenizer, texts) -> tf.RaggedTensor:
 def tokenize_to_lists(tokenizer, texts) -> list:
     """Token ids of each text as a Python list (`[]` for no texts), for callers that pack
     or window ids in Python."""
-    texts = list(texts)
-    return tokenize_ragged(tokenizer, texts).to_list() if texts else []
+    return tokenize_ragged(tokenizer, texts).to_list()
