@@ -41,12 +41,16 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
         records = records.shuffle(shuffle_buffer, seed=seed)
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURES}
 
+    # Straight-line code: traced as written, without autograph's conversion (CPU at every
+    # run's start).
+    @tf.autograph.experimental.do_not_convert
     def with_noise(index, serialized):
         fingerprint = tf.strings.to_hash_bucket_fast(serialized, 2 ** 62)
         noise = tf.random.stateless_uniform(
             [noise_width], seed=tf.stack([tf.constant(seed, tf.int64), fingerprint + index]))
         return serialized, noise
 
+    @tf.autograph.experimental.do_not_convert
     def parse(serialized, noise=None):
         parsed = tf.io.parse_example(serialized, spec)
         features = {name: tf.cast(parsed[feature], tf.int32)

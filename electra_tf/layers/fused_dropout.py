@@ -21,11 +21,13 @@ Keras's `Dropout` (the identity).
 import keras
 import tensorflow as tf
 
+from electra_tf.layers.xla_kernel import xla_kernel
+
 # The drop threshold's scale: the generator's raw bits are uniform over [0, 2^32).
 _BITS = 2 ** 32
 
 
-@tf.function(jit_compile=True)
+@xla_kernel
 def _dropout_forward(x, seed, threshold, scale):
     bits = tf.random.stateless_uniform(tf.shape(x), seed, minval=None, maxval=None,
                                        dtype=tf.uint32, alg="threefry")
@@ -34,7 +36,7 @@ def _dropout_forward(x, seed, threshold, scale):
                     tf.zeros([], x.dtype)), keep
 
 
-@tf.function(jit_compile=True)
+@xla_kernel
 def _dropout_backward(upstream, keep, scale):
     return tf.where(keep, tf.cast(tf.cast(upstream, tf.float32) * scale, upstream.dtype),
                     tf.zeros([], upstream.dtype))

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from electra_tf.layers.xla_kernel import xla_kernel
+
 
 # The generator's cross-entropy over the vocabulary as two small XLA kernels (forward and
 # backward), written by hand because TensorFlow's CPU `SparseSoftmaxCrossEntropyWithLogits`
@@ -12,7 +14,7 @@ import tensorflow as tf
 # compiled: the rest of the step keeps TensorFlow's kernels.
 
 
-@tf.function(jit_compile=True)
+@xla_kernel
 def _cross_entropy_forward(logits, labels):
     wide = tf.cast(logits, tf.float32)
     log_normalizer = tf.reduce_logsumexp(wide, -1)
@@ -20,7 +22,7 @@ def _cross_entropy_forward(logits, labels):
     return log_normalizer - label_logits, log_normalizer
 
 
-@tf.function(jit_compile=True)
+@xla_kernel
 def _cross_entropy_backward(logits, labels, log_normalizer, upstream):
     # d/dlogits [logsumexp(logits) - logits[label]] = softmax(logits) - one_hot(label)
     wide = tf.cast(logits, tf.float32)

@@ -116,8 +116,9 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     lines = tf.data.Dataset.from_generator(
         batches, output_signature=tf.TensorSpec([None], tf.string)
     )
-    words = lines.map(
-        lambda text: pretokenize(text, lowercase=lower_case, strip_accents=strip_accents),
+    words = lines.map(  # straight-line code: traced as is, without autograph's conversion
+        tf.autograph.experimental.do_not_convert(
+            lambda text: pretokenize(text, lowercase=lower_case, strip_accents=strip_accents)),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     try:
