@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf import files
+from electra_tf import files, traced
 from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.readers import jsonl_rows
 from electra_tf.layers.encoder import ElectraEncoder, input_specs
@@ -154,7 +154,7 @@ def feature_function(encoder):
     the last layer's `[CLS]` vector and its mean over the real tokens, [batch, 2 x hidden].
     Made once per encoder and traced once for every batch shape (each batch is cut to its
     own length), so each probe runs the same graph."""
-    @tf.function(input_signature=[input_specs()])
+    @traced.function(input_signature=[input_specs()])
     def features(batch):
         sequence = tf.cast(encoder(batch, training=False)["sequence_output"], tf.float32)
         mask = tf.cast(batch["input_mask"], tf.float32)[..., None]

@@ -2,6 +2,7 @@
 made from the bundled demo data; each is built once per test session, even across
 pytest-xdist worker processes."""
 
+import contextlib
 import fcntl
 import json
 import os
@@ -133,6 +134,27 @@ def traces(*functions) -> list:
     """How many concrete functions each `tf.function` has traced (one per input shape):
     for XLA kernels, how many times they were compiled."""
     return [len(function._list_all_concrete_functions()) for function in functions]
+
+
+@contextlib.contextmanager
+def autograph_conversions():
+    """Collects the names of the functions outside TensorFlow that autograph converts
+    meanwhile (converted or found in its cache: tracing asked for them). Ours, and the
+    keras-hub code they call, are straight-line code, traced as written: a conversion
+    costs CPU at every run's start."""
+    from tensorflow.python.autograph.impl import api  # private: the converter's one door
+
+    converted, transform = [], api._TRANSPILER.transform
+
+    def recording(function, context):
+        module = getattr(function, "__module__", "")
+        if not module.startswith("tensorflow."):
+            converted.append(f"{module}.{getattr(function, '__qualname__', function)}")
+        return transform(function, context)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(api._TRANSPILER, "transform", recording)
+        yield converted
 
 
 def read_jsonl(path) -> list:

@@ -1,10 +1,9 @@
-import contextlib
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import autograph_conversions
 from electra_tf.config import ElectraConfig
 from electra_tf.data.dataset import pretraining_dataset
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -103,28 +102,10 @@ def train_curve(cfg, pattern, epochs, precision="none", evaluate=False):
     return model, history, before, after
 
 
-@contextlib.contextmanager
-def autograph_conversions():
-    """Collects the names of our functions autograph converts meanwhile (converted or
-    found in its cache: tracing asked for them)."""
-    from tensorflow.python.autograph.impl import api  # private: the converter's one door
-
-    converted, transform = [], api._TRANSPILER.transform
-
-    def recording(function, context):
-        if getattr(function, "__module__", "").startswith("electra_tf"):
-            converted.append(function.__qualname__)
-        return transform(function, context)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(api._TRANSPILER, "transform", recording)
-        yield converted
-
-
 @pytest.fixture(scope="module")
 def float32_run(shards, vocab_path):
     """The first 120 of the preset's 300 steps (100 warmup, lr 5e-4) at batch 32, float32,
-    and the names of our functions autograph converted for them."""
+    and the names of the functions autograph converted for them."""
     with autograph_conversions() as converted:
         run = train_curve(config_of(vocab_path, batch_size=32), shards[0], epochs=12,
                           evaluate=True)
@@ -150,8 +131,8 @@ def test_it_learns(float32_run):
 
 
 def test_its_data_and_step_are_traced_as_written(float32_run):
-    """No function of ours goes through autograph's conversion (CPU at every run's start,
-    0.8 s for a `tiny` run's kernels and data on a 2-core AVX2 EPYC): straight-line code,
+    """No function goes through autograph's conversion (CPU at every run's start, 0.8 s
+    for a `tiny` run's kernels and data on a 2-core AVX2 EPYC): straight-line code,
     traced as written."""
     assert float32_run[4] == []
 

@@ -1,8 +1,6 @@
 """`electra-predict`: a fine-tuning run or its serving export, raw inputs in, the model's own
 predictions out, one JSON line per input."""
 
-import json
-
 import numpy as np
 import pytest
 

@@ -17,7 +17,7 @@ import os
 
 import tensorflow as tf
 
-from electra_tf import files, run_dir
+from electra_tf import files, run_dir, traced
 from electra_tf.layers import flat_dense
 from electra_tf.layers.encoder import INPUT_NAMES, input_specs
 from electra_tf.models.serving import Reusable
@@ -43,7 +43,7 @@ def build_encoder_module(encoder, vocab_path: str):
     module.dropout_seed_states = [v.value for v in encoder.variables
                                   if "seed_generator" in v.path]
 
-    @tf.function
+    @traced.function
     def call(inputs, training=False):
         outputs = encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
         return {"sequence_output": outputs["sequence_output"],
@@ -56,7 +56,7 @@ def build_encoder_module(encoder, vocab_path: str):
             call.get_concrete_function(input_specs(), training=training)
     module.__call__ = call
 
-    @tf.function(input_signature=[input_specs()])
+    @traced.function(input_signature=[input_specs()])
     def serve(inputs):
         outputs = call(inputs, training=False)
         flat = {k: outputs[k] for k in ("sequence_output", "pooled_output", "default")}
@@ -84,7 +84,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
     module.vocab_file = tf.saved_model.Asset(vocab_path)
     module.tokenizer = ElectraTokenizer(vocab_path, lower_case, strip_accents)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @traced.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(strings):
         return module.tokenizer(strings)
 
@@ -92,7 +92,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
 
     bert_pack_inputs = Reusable()  # called as bert_pack_inputs(segments, seq_length=...)
 
-    @tf.function
+    @traced.function
     def pack_inputs(segments, seq_length=seq_length):
         return pack_segments(segments, seq_length, special_ids, "round_robin")
 
@@ -103,7 +103,7 @@ def build_preprocess_module(vocab_path: str, lower_case: bool, strip_accents: bo
     module.bert_pack_inputs = bert_pack_inputs
     module.tokenize = tokenize
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @traced.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def call(strings):
         return pack_segments([module.tokenizer(strings)], seq_length, special_ids,
                              "round_robin")

@@ -25,7 +25,7 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf.layers.xla_kernel import xla_kernel
+from electra_tf import traced
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -38,13 +38,13 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 # `bias` is added to `x` first (in float32); `fused_gelu` adds a scalar 0.
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _gelu(x, bias):
     wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
     return tf.cast(wide * (0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)), x.dtype)
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _gelu_backward(x, bias, upstream):
     # d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
     wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)

@@ -21,13 +21,13 @@ Keras's `Dropout` (the identity).
 import keras
 import tensorflow as tf
 
-from electra_tf.layers.xla_kernel import xla_kernel
+from electra_tf import traced
 
 # The drop threshold's scale: the generator's raw bits are uniform over [0, 2^32).
 _BITS = 2 ** 32
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _dropout_forward(x, seed, threshold, scale):
     bits = tf.random.stateless_uniform(tf.shape(x), seed, minval=None, maxval=None,
                                        dtype=tf.uint32, alg="threefry")
@@ -36,7 +36,7 @@ def _dropout_forward(x, seed, threshold, scale):
                     tf.zeros([], x.dtype)), keep
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _dropout_backward(upstream, keep, scale):
     return tf.where(keep, tf.cast(tf.cast(upstream, tf.float32) * scale, upstream.dtype),
                     tf.zeros([], upstream.dtype))

@@ -20,20 +20,20 @@ float32 rounding. Like `FusedDropout`, only training runs use it
 import keras
 import tensorflow as tf
 
+from electra_tf import traced
 from electra_tf.layers.closed_form_layer_normalization import (
     ClosedFormLayerNormalization, layer_normalization, normalization_gradients,
     normalize_with_statistics)
-from electra_tf.layers.xla_kernel import xla_kernel
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _forward(x, gamma, beta, epsilon):
     outputs, mean, reciprocal_std = normalize_with_statistics(
         tf.cast(x, tf.float32), gamma, beta, epsilon)
     return tf.cast(outputs, x.dtype), mean, reciprocal_std
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _backward(x, gamma, mean, reciprocal_std, upstream):
     inputs_gradient, scaled_normalized = normalization_gradients(
         tf.cast(x, tf.float32), gamma, mean, reciprocal_std, tf.cast(upstream, tf.float32))

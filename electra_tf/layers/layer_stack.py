@@ -12,6 +12,8 @@ calls before optimising the graph, so the step runs the same kernels on the same
 """
 
 import tensorflow as tf
+
+from electra_tf import traced
 # Keras's own way to read a variable uncast (as `Layer.__call__` does for layers that do
 # not autocast); private, no public equivalent.
 from keras.src.backend import AutocastScope
@@ -33,7 +35,7 @@ def _apply_through_one_trace(layers, x, kwargs) -> list:
     template = layers[0]
 
     # A new function per outer trace: nothing holds on to the layers once it is done.
-    @tf.function(autograph=False)
+    @traced.function
     def call_template(trainable, non_trainable, x, kwargs):
         return template.stateless_call(trainable, non_trainable, x, training=True,
                                        **kwargs)

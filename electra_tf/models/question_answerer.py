@@ -1,6 +1,7 @@
 """`ElectraQuestionAnswerer`: a question and a context -> the answer's text (or none)."""
 
 import keras
+import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
@@ -148,6 +149,7 @@ class ElectraQuestionAnswerer(ElectraTask):
         return None  # exact match and F1 are scored on decoded answers (`finetuning`)
 
     # ------------------------------------------------------------------ data
+    @tf.autograph.experimental.do_not_convert  # as `ElectraTask.preprocess_samples`
     def preprocess_samples(self, x, y=None, sample_weight=None):
         # Windows are cut in Python (`features`): what reaches the dataset is packed.
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import traced
 from electra_tf.errors import ConfigError
 from electra_tf.models.metrics import PearsonCorrelation
 from electra_tf.models.task import ElectraTask, encoder_inputs
@@ -126,10 +127,10 @@ class ElectraTextClassifier(ElectraTask):
                     "label": tf.gather(names, label_id)}
 
         if self.text_pairs:
-            function = tf.function(lambda text, text_pair: serve([text, text_pair]),
-                                   input_signature=[TEXT, TEXT_PAIR])
+            function = traced.function(lambda text, text_pair: serve([text, text_pair]),
+                                       input_signature=[TEXT, TEXT_PAIR])
         else:
-            function = tf.function(lambda text: serve([text]), input_signature=[TEXT])
+            function = traced.function(lambda text: serve([text]), input_signature=[TEXT])
         return {"serving_default": function}
 
 

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import traced
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
 from electra_tf.models.task import ElectraTask, at_packed_length, batched, encoder_inputs
@@ -78,6 +79,7 @@ class ElectraTokenClassifier(ElectraTask):
         super().compile(*args, weighted_metrics=weighted_metrics, **kwargs)
 
     # ------------------------------------------------------------------ data
+    @tf.autograph.experimental.do_not_convert  # as `ElectraTask.preprocess_samples`
     def preprocess_samples(self, x, y=None, sample_weight=None):
         """Words [batch, (words)] (and tag ids [batch, (words)]) -> packed inputs with
         each word's first-piece position (`word_starts`) and word count (`num_words`);
@@ -189,11 +191,11 @@ class ElectraTokenClassifier(ElectraTask):
                             tf.where(real, "O", ""))
             return {"tags": tags, **outputs}
 
-        @tf.function(input_signature=[WORDS])
+        @traced.function(input_signature=[WORDS])
         def serve(words):
             return tag(tf.RaggedTensor.from_tensor(words, padding=""))
 
-        @tf.function(input_signature=[TEXT])
+        @traced.function(input_signature=[TEXT])
         def tag_text(text):
             return tag(tf.strings.split(text))
 

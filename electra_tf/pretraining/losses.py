@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from electra_tf.layers.xla_kernel import xla_kernel
+from electra_tf import traced
 
 
 # The generator's cross-entropy over the vocabulary as two small XLA kernels (forward and
@@ -14,7 +14,7 @@ from electra_tf.layers.xla_kernel import xla_kernel
 # compiled: the rest of the step keeps TensorFlow's kernels.
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _cross_entropy_forward(logits, labels):
     wide = tf.cast(logits, tf.float32)
     log_normalizer = tf.reduce_logsumexp(wide, -1)
@@ -22,7 +22,7 @@ def _cross_entropy_forward(logits, labels):
     return log_normalizer - label_logits, log_normalizer
 
 
-@xla_kernel
+@traced.function(jit_compile=True)
 def _cross_entropy_backward(logits, labels, log_normalizer, upstream):
     # d/dlogits [logsumexp(logits) - logits[label]] = softmax(logits) - one_hot(label)
     wide = tf.cast(logits, tf.float32)

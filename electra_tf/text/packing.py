@@ -7,6 +7,8 @@ import functools
 
 import tensorflow as tf
 
+from electra_tf import traced
+
 # How a pair too long for the sequence is cut: "longest_first" removes pieces from the
 # longer segment (the second on ties), as BERT and the official ELECTRA fine-tuning code
 # do; "round_robin" from each in turn, as TF Hub's BERT preprocessors do. For one or two
@@ -25,7 +27,7 @@ def traced_when_eager(function):
     by one from Python, packing's ops take ~2.3 ms a call (~4.5 ms a pair, ~7 ms for
     words), as one graph ~0.6 ms, against ~20 ms for ELECTRA-Small's whole `predict` on
     one text."""
-    graph = tf.function(function, autograph=False, reduce_retracing=True)
+    graph = traced.function(function, reduce_retracing=True)
 
     @functools.wraps(function)
     def run(tensors, *args, **kwargs):

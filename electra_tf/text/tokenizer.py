@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import convert_preprocessing_outputs
 from keras_hub.src.utils.tensor_utils import no_convert_scope
 
+from electra_tf import traced
 from electra_tf.text import vocab as vocab_lib
 
 
@@ -64,10 +65,10 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         graph = _EAGER_GRAPHS.get(self)
         if graph is None:
             tokenizer = weakref.ref(self)
-            graph = _EAGER_GRAPHS[self] = tf.function(
+            graph = _EAGER_GRAPHS[self] = traced.function(
                 lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(tokenizer(),
                                                                                batch),
-                input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+                input_signature=[tf.TensorSpec([None], tf.string)])
         if texts.shape.rank == 0:
             return convert_preprocessing_outputs(graph(texts[None])[0])
         return convert_preprocessing_outputs(graph(texts))
