@@ -6,6 +6,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from conftest import run_command
 from saved_models import signature_defs, tensor_specs
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Short one.", "A third text, longer "
@@ -72,11 +73,8 @@ FRESH_PROCESS = textwrap.dedent("""
 
 def test_exported_encoder_matches_training_model_in_a_fresh_process(tmp_path, exported,
                                                                     pretrained_dir):
-    result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, exported, str(tmp_path / "out.npz"),
-         "|".join(TEXTS), "|".join(PAIRS)],
-        capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_command("python", "-c", FRESH_PROCESS, exported, tmp_path / "out.npz",
+                "|".join(TEXTS), "|".join(PAIRS))
     saved = np.load(tmp_path / "out.npz")
     reference, num_weights, num_parameters = reference_outputs(pretrained_dir)
     for name, outputs in reference.items():

@@ -1,0 +1,25 @@
+"""The tests' own command runner (`conftest.run_command` through `preloaded_commands.py`):
+a command runs as from a shell, in a process that has imported TensorFlow and keras-hub
+but nothing of ours."""
+
+from conftest import run_command
+
+SCRIPT = """
+import sys
+print(sys.argv, "keras_hub" in sys.modules, "electra_tf.layers" in sys.modules)
+import electra_tf.layers  # what a command imports, it imports itself
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_a_command_runs_preloaded_with_its_own_arguments_output_and_status(tmp_path):
+    result = run_command("python", "-c", SCRIPT, "3", "two words", check=False)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == "['-c', '3', 'two words'] True False\n"
+    assert result.stderr == "to stderr\n"
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\nraise ValueError('bad input')\n")
+    failed = run_command("python", script, "x", check=False, cwd=tmp_path)
+    assert failed.returncode == 1 and failed.stdout == "['x']\n"
+    assert failed.stderr.startswith("Traceback") and "ValueError: bad input" in failed.stderr
