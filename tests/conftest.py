@@ -128,13 +128,13 @@ def start_command(*args, env=None):
                             text=True, env=_environment(env))
 
 
-def run_command(*args, check=True, env=None, timeout=600, **kwargs):
+def run_command(*args, check=True, env=None, timeout=600, fresh=False, **kwargs):
     """Runs a command of this environment as a user would; fails the test on a non-zero
-    exit status unless `check` is False. `env` adds variables (None removes one): such a
-    command, or one run while a test has changed the environment, starts from scratch;
-    others run preloaded (`commands_run_preloaded`)."""
-    if env is None and set(kwargs) <= {"cwd"} and _environment_of_tests() == _PRELOADED.get(
-            "environment"):
+    exit status unless `check` is False. `env` adds variables (None removes one). Commands
+    run preloaded (`commands_run_preloaded`) unless `fresh` (for a test of what a command
+    imports), given `env`, or run while a test has changed the environment."""
+    if not fresh and env is None and set(kwargs) <= {"cwd"} and (
+            _environment_of_tests() == _PRELOADED.get("environment")):
         result = _run_preloaded(_command(args), kwargs.get("cwd"), timeout)
     else:
         result = subprocess.run(_command(args), capture_output=True, text=True,
@@ -163,7 +163,10 @@ def _run_preloaded(argv: list, cwd, timeout: int) -> subprocess.CompletedProcess
                                         "stdout": outputs[0], "stderr": outputs[1],
                                         "timeout": timeout}) + "\n")
         process.stdin.flush()
-        code = json.loads(process.stdout.readline())["code"]
+        reply = process.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"preloaded_commands.py ended before running {argv}")
+        code = json.loads(reply)["code"]
         stdout, stderr = (open(path, encoding="utf-8").read() for path in outputs)
     if code == -signal.SIGALRM:
         raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)

@@ -128,7 +128,7 @@ def test_every_flag_of_every_command_says_what_it_does():
         "        delattr(flags.FLAGS, name)\n"
         "import sys\n"
         "print(json.dumps([helps, 'tensorflow' in sys.modules]))\n")
-    result = run_command("python", "-c", script)
+    result = run_command("python", "-c", script, fresh=True)
     helps, loaded_tensorflow = json.loads(result.stdout.strip().splitlines()[-1])
     assert not loaded_tensorflow
     assert len(helps) > 100 and "finetune --qa_na_threshold" in helps

@@ -41,9 +41,7 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
         records = records.shuffle(shuffle_buffer, seed=seed)
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURES}
 
-    # Straight-line code: traced as written, without autograph's conversion (CPU at every
-    # run's start).
-    @tf.autograph.experimental.do_not_convert
+    @tf.autograph.experimental.do_not_convert  # traced as written: see `electra_tf.traced`
     def with_noise(index, serialized):
         fingerprint = tf.strings.to_hash_bucket_fast(serialized, 2 ** 62)
         noise = tf.random.stateless_uniform(

@@ -12,11 +12,11 @@ calls before optimising the graph, so the step runs the same kernels on the same
 """
 
 import tensorflow as tf
-
-from electra_tf import traced
 # Keras's own way to read a variable uncast (as `Layer.__call__` does for layers that do
 # not autocast); private, no public equivalent.
 from keras.src.backend import AutocastScope
+
+from electra_tf import traced
 
 
 def apply_layer_stack(layers, x, training=None, **kwargs) -> list:

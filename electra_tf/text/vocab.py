@@ -116,7 +116,7 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     lines = tf.data.Dataset.from_generator(
         batches, output_signature=tf.TensorSpec([None], tf.string)
     )
-    words = lines.map(  # straight-line code: traced as is, without autograph's conversion
+    words = lines.map(  # traced as written: see `electra_tf.traced`
         tf.autograph.experimental.do_not_convert(
             lambda text: pretokenize(text, lowercase=lower_case, strip_accents=strip_accents)),
         num_parallel_calls=tf.data.AUTOTUNE,
