@@ -2,6 +2,9 @@
 a command runs as from a shell, in a process that has imported TensorFlow and keras-hub
 but nothing of ours."""
 
+import os
+
+import conftest
 from conftest import run_command
 
 SCRIPT = """
@@ -13,7 +16,15 @@ sys.exit(int(sys.argv[1]))
 """
 
 
-def test_a_command_runs_preloaded_with_its_own_arguments_output_and_status(tmp_path):
+def test_a_command_runs_preloaded_with_its_own_arguments_output_and_status(tmp_path,
+                                                                         monkeypatch):
+    # In the session's own environment, whatever a test before left set in this worker
+    # (such a change sends later commands to fresh processes).
+    session = conftest._PRELOADED["environment"]
+    for name in set(os.environ) - set(session) - {"PYTEST_CURRENT_TEST"}:
+        monkeypatch.delenv(name)
+    for name, value in session.items():
+        monkeypatch.setenv(name, value)
     result = run_command("python", "-c", SCRIPT, "3", "two words", check=False)
     assert result.returncode == 3, result.stderr
     assert result.stdout == "['-c', '3', 'two words'] True False\n"
