@@ -379,6 +379,30 @@ def inference_function(encoder):
     ).get_concrete_function(spec, spec, spec)
 
 
+def test_inference_traces_one_transformer_layer_unless_exporting(monkeypatch):
+    """`predict`'s and `evaluate`'s functions trace one layer, with the outputs of the
+    layers called one by one; exports call each layer (`inference_layer_by_layer`)."""
+    cfg = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3)
+    inputs = encoder_inputs()
+    encoder = perturbed_encoder(cfg, inputs)
+    layer_class = type(encoder.transformer_layers[0])
+    traced_calls = []
+    monkeypatch.setattr(layer_class, "call", lambda self, *args, _call=layer_class.call,
+                        **kwargs: traced_calls.append(self) or _call(self, *args, **kwargs))
+
+    def inference():
+        traced_calls.clear()
+        function = tf.function(lambda x: encoder(x, training=False)["encoder_outputs"])
+        return [output.numpy() for output in function(inputs)], len(traced_calls)
+
+    outputs, calls = inference()
+    with layer_stack.inference_layer_by_layer():
+        flat_outputs, flat_calls = inference()
+    assert (calls, flat_calls) == (1, cfg.num_layers)
+    for mine, flat in zip(outputs, flat_outputs):
+        np.testing.assert_array_equal(mine, flat)
+
+
 def frozen_encoder_session(encoder, requests):
     """Runs `encoder` as TF Serving runs an export (traced for any batch and length under
     `split_per_call`, weights frozen, in a TF1 session with Grappler): [(sequence output,
@@ -386,7 +410,7 @@ def frozen_encoder_session(encoder, requests):
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
-    with flat_dense.split_per_call():
+    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer():
         frozen = convert_variables_to_constants_v2(inference_function(encoder))
     graph = tf.Graph()
     with graph.as_default():
@@ -416,10 +440,12 @@ def perturbed_encoder(config, inputs):
     return encoder
 
 
-def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs():
+def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs(
+        monkeypatch):
     """Same outputs to float32 rounding: the layer norms normalize in another order."""
     from electra_tf.layers.inference import inference_only
 
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
     inputs = encoder_inputs()
     encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
 
