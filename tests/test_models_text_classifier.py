@@ -211,6 +211,54 @@ print("ok")
     assert result.stdout.splitlines()[-1] == "ok"
 
 
+def test_a_training_step_under_a_mirrored_strategy_computes_with_each_layers_weights(
+        pretrained_dir):
+    """The transformer layers traced once (`layer_stack`) compute with each layer's
+    weights on every replica: a training step's logits and gradients are those of the
+    layers traced one by one (dropout off, so that both draw nothing)."""
+    code = """
+import sys
+import keras
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import electra_tf
+from electra_tf.layers import layer_stack
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(sys.argv[1], num_classes=2,
+                                                           sequence_length=16)
+for layer in clf._flatten_layers():
+    if isinstance(layer, keras.layers.Dropout):
+        layer.rate = 0.0
+batch = clf.preprocessor(tf.constant(["a fine film", "dull", "it was long", "great fun"]))
+
+def step(x):
+    with tf.GradientTape() as tape:
+        logits = clf(x, training=True)
+    variables = clf.trainable_variables
+    gradients = tape.gradient(tf.reduce_sum(logits ** 2), variables)
+    return [logits] + [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                       for g, v in zip(gradients, variables)]  # None: not in the loss
+
+def on_the_replicas():
+    data = tf.data.Dataset.from_tensor_slices(batch).batch(4)
+    x = next(iter(strategy.experimental_distribute_dataset(data)))
+    results = tf.function(lambda x: strategy.run(step, args=(x,)))(x)
+    return [np.stack([t.numpy() for t in strategy.experimental_local_results(r)])
+            for r in results]
+
+one_trace = on_the_replicas()
+layer_stack._all_alike = lambda layers: False  # each layer traced on its own
+for mine, each in zip(one_trace, on_the_replicas()):
+    np.testing.assert_allclose(mine, each, rtol=1e-5, atol=1e-6)
+print("ok")
+"""
+    result = run_command("python", "-c", code, pretrained_dir)
+    assert result.stdout.splitlines()[-1] == "ok"
+
+
 def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     preprocessor = fitted[0].preprocessor
     batch = preprocessor(["a fine film", "dull"])["input_word_ids"]
