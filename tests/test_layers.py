@@ -317,6 +317,16 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
                                    tf.convert_to_tensor(keras_gradient), rtol=1e-4, atol=1e-5)
 
 
+def recorded_layer_calls(monkeypatch, encoder) -> list:
+    """A list that gets the layer at each call of `encoder`'s transformer layers from now
+    on (inside a traced function: one per layer traced)."""
+    layer_class = type(encoder.transformer_layers[0])
+    calls = []
+    monkeypatch.setattr(layer_class, "call", lambda self, *args, _call=layer_class.call,
+                        **kwargs: calls.append(self) or _call(self, *args, **kwargs))
+    return calls
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy, monkeypatch):
     cfg = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3)
@@ -326,10 +336,7 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
     seed_variables = encoder.non_trainable_variables  # the dropouts' seed states
     seeds = [v.numpy() for v in seed_variables]
     weights = tf.constant(np.random.default_rng(1).normal(size=(2, 12, 64)), tf.float32)
-    layer_class = type(encoder.transformer_layers[0])
-    traced_calls = []
-    monkeypatch.setattr(layer_class, "call", lambda self, *args, _call=layer_class.call,
-                        **kwargs: traced_calls.append(self) or _call(self, *args, **kwargs))
+    traced_calls = recorded_layer_calls(monkeypatch, encoder)
 
     def training_step():
         for variable, value in zip(seed_variables, seeds):
@@ -385,10 +392,7 @@ def test_inference_traces_one_transformer_layer_unless_exporting(monkeypatch):
     cfg = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3)
     inputs = encoder_inputs()
     encoder = perturbed_encoder(cfg, inputs)
-    layer_class = type(encoder.transformer_layers[0])
-    traced_calls = []
-    monkeypatch.setattr(layer_class, "call", lambda self, *args, _call=layer_class.call,
-                        **kwargs: traced_calls.append(self) or _call(self, *args, **kwargs))
+    traced_calls = recorded_layer_calls(monkeypatch, encoder)
 
     def inference():
         traced_calls.clear()
