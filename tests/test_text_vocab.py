@@ -41,15 +41,30 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     tokenizer = ElectraTokenizer(vocab_path, lowercase=True)
     ids = tokenizer(["The American people"])[0]
     assert tokenizer.detokenize([ids]) == ["the american people"]
-    # Eager calls of any batch size, or of one text, run one graph traced once.
+    # Eager calls of any batch size, or of one text, run one graph, traced once for the
+    # tokenizers of one vocabulary and settings.
+    graph = _EAGER_GRAPHS[tokenizer]
     assert list(tokenizer("The American people")) == list(ids)
     assert [list(row) for row in tokenizer(["a", "The American people", ""])][1] == list(ids)
-    assert _EAGER_GRAPHS[tokenizer].experimental_get_tracing_count() == 1
+    assert _EAGER_GRAPHS[tokenizer] is graph
     gone = ElectraTokenizer(vocab_path, lowercase=True)
-    gone(["a"])
+    assert list(gone("The American people")) == list(ids)
+    assert _EAGER_GRAPHS[gone] is graph
     gone = weakref.ref(gone)
     gc.collect()
-    assert gone() is None  # the graph holds its tokenizer weakly
+    assert gone() is None  # the graph holds no tokenizer
+    cased = ElectraTokenizer(vocab_path, lowercase=False)
+    assert list(cased("The American people")) != list(ids)
+    assert _EAGER_GRAPHS[cased] is not graph
+    # A tokenizer given another vocabulary tokenizes with it, alone.
+    relabeled = ElectraTokenizer(vocab_path, lowercase=True)
+    assert list(relabeled("The American people")) == list(ids)
+    assert _EAGER_GRAPHS[relabeled] is graph
+    tokens = vocab.load_vocab(vocab_path)
+    reordered = tokens[:5] + tokens[5:][::-1]
+    relabeled.set_vocabulary(reordered)
+    assert list(relabeled("The American people")) == [reordered.index(tokens[i]) for i in ids]
+    assert list(tokenizer("The American people")) == list(ids)
     monkeypatch.setattr(tensor_utils, "tensor_to_list", refused("A tensor to Python lists"))
     ragged = tokenize_ragged(tokenizer, ["The American people", ""])
     assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]

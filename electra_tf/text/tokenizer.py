@@ -1,6 +1,7 @@
 """`ElectraTokenizer`, the in-graph WordPiece tokenizer used everywhere: data building,
 fine-tuning, the task models, exports."""
 
+import json
 import weakref
 
 import keras
@@ -51,6 +52,7 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         # Kept: indexing the vocab took ~1.5 ms, and packing reads them at every call.
         self._special_ids = (None if vocabulary is None
                              else vocab_lib.special_token_ids(self.vocabulary))
+        _EAGER_GRAPHS.pop(self, None)  # it tokenizes with the vocabulary replaced
 
     def tokenize(self, inputs):
         if not tf.executing_eagerly() or isinstance(inputs, tf.RaggedTensor):
@@ -59,16 +61,10 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         if texts.shape.rank > 1:
             return super().tokenize(inputs)
         # tf-text's ops run one by one re-do ~20 ms of set-up per call (a text: 20 ms, 1.3
-        # in a graph; 1,024 texts: 34 against 12), so eager calls run one graph traced once
-        # per tokenizer (0.4 s), kept outside the layer, which SavedModels would save, and
-        # holding it weakly, so that the tokenizer can go.
+        # in a graph; 1,024 texts: 34 against 12), so eager calls run one graph.
         graph = _EAGER_GRAPHS.get(self)
         if graph is None:
-            tokenizer = weakref.ref(self)
-            graph = _EAGER_GRAPHS[self] = traced.function(
-                lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(tokenizer(),
-                                                                               batch),
-                input_signature=[tf.TensorSpec([None], tf.string)])
+            graph = _EAGER_GRAPHS[self] = _eager_graph(self)
         if texts.shape.rank == 0:
             return convert_preprocessing_outputs(graph(texts[None])[0])
         return convert_preprocessing_outputs(graph(texts))
@@ -96,6 +92,30 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
 
 
 _EAGER_GRAPHS = weakref.WeakKeyDictionary()  # tokenizer: its eager calls' graph
+_SHARED_EAGER_GRAPHS = weakref.WeakValueDictionary()  # vocabulary and settings: graph
+
+
+def _eager_graph(tokenizer: ElectraTokenizer):
+    """The graph `tokenizer`'s eager calls run: one per vocabulary and settings in the
+    process, shared by the tokenizers that have them while any of them lives.
+
+    Tracing it takes 0.3-0.6 s (2-core AVX2 EPYC), mostly the validity checks of the ragged
+    tensors tf-text builds, each a `tf.cond`, and a process often makes several tokenizers
+    of one vocabulary (a model's preprocessor, its features, its exports). The graph is
+    kept outside the layer, which SavedModels would save, and captures its tables, not
+    the tokenizer, which can go.
+    """
+    settings = {**tokenizer.get_config(), "name": None,
+                "split_on_cjk": getattr(tokenizer, "split_on_cjk", None)}
+    key = (tuple(tokenizer.vocabulary), json.dumps(settings, sort_keys=True, default=str))
+    graph = _SHARED_EAGER_GRAPHS.get(key)
+    if graph is None:
+        traced_tokenizer = weakref.ref(tokenizer)  # traced now, while it lives
+        graph = _SHARED_EAGER_GRAPHS[key] = traced.function(
+            lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(
+                traced_tokenizer(), batch),
+            input_signature=[tf.TensorSpec([None], tf.string)]).get_concrete_function()
+    return graph
 
 
 def tokenize_ragged(tokenizer, texts) -> tf.RaggedTensor:
