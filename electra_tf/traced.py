@@ -1,4 +1,5 @@
-"""`function`: `tf.function` for our graph code, traced as written, without autograph.
+"""`function`: `tf.function` for our graph code, traced as written, without autograph;
+`switched`: a switch that our graph code reads while it traces, set within a block.
 
 Our graph code, and the keras-hub code it calls, is straight-line Python (no Python loop
 or branch on a tensor's value): autograph has nothing to rewrite in it, yet converting it
@@ -8,6 +9,9 @@ kernels and input maps), 0.25 s before a fine-tuning run's, 0.5 s in `electra-pr
 `tf.autograph.experimental.do_not_convert` for the same reason.
 """
 
+import contextlib
+import contextvars
+
 import tensorflow as tf
 
 
@@ -15,3 +19,14 @@ def function(python_function=None, **options):
     """`tf.function(python_function, **options)` with `autograph=False`; a decorator too,
     with or without options."""
     return tf.function(python_function, autograph=False, **options)
+
+
+@contextlib.contextmanager
+def switched(switch: contextvars.ContextVar, value):
+    """Within, `switch` holds `value` (for this thread or task: what a trace started
+    within reads); as it was after, also on an error."""
+    token = switch.set(value)
+    try:
+        yield
+    finally:
+        switch.reset(token)

@@ -9,7 +9,6 @@ what TensorFlow's graph optimiser fuses into one oneDNN `_FusedMatMul`. Same wei
 and values (to float32 rounding).
 """
 
-import contextlib
 import contextvars
 import functools
 import math
@@ -17,6 +16,7 @@ import math
 import keras
 import tensorflow as tf
 
+from electra_tf import traced
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
@@ -40,18 +40,13 @@ SPLIT_MIN_KERNEL_SIZE = 256 * 256
 _split_per_call = contextvars.ContextVar("split_per_call", default=False)
 
 
-@contextlib.contextmanager
 def split_per_call():
     """Within, functions traced for inputs whose rows are unknown until run time pick each
     large inference product's form per call (`tf.cond`): split for at most SPLIT_MAX_ROWS
     rows. For exports, which answer single short requests; elsewhere such functions keep one
     form, as the conds' tracing (~1.5 s more for an ELECTRA-Small classifier's first
     `predict`, 2-core AVX-512 EPYC) costs more than they save."""
-    token = _split_per_call.set(True)
-    try:
-        yield
-    finally:
-        _split_per_call.reset(token)
+    return traced.switched(_split_per_call, True)
 
 
 def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training=None):

@@ -9,22 +9,18 @@ the layer normalizations, which normalize in a cheaper order
 (`closed_form_layer_normalization.normalize_for_inference`).
 """
 
-import contextlib
 import contextvars
+
+from electra_tf import traced
 
 _inference_only = contextvars.ContextVar("inference_only", default=False)
 
 
-@contextlib.contextmanager
 def inference_only():
     """Within, layers trace without their hand-written gradients. For functions that are
     never differentiated (`predict`, `evaluate`, TF Serving signatures); not for the TF
     Hub-style encoder export, whose users fine-tune through it."""
-    token = _inference_only.set(True)
-    try:
-        yield
-    finally:
-        _inference_only.reset(token)
+    return traced.switched(_inference_only, True)
 
 
 def gradients_wanted() -> bool:

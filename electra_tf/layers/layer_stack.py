@@ -12,7 +12,6 @@ same kernels on the same values (the same losses to the last bit) with a twelfth
 tracing.
 """
 
-import contextlib
 import contextvars
 
 import tensorflow as tf
@@ -27,16 +26,11 @@ _inference_through_one_trace = contextvars.ContextVar("inference_through_one_tra
                                                       default=True)
 
 
-@contextlib.contextmanager
 def inference_layer_by_layer():
     """Within, functions traced for inference call each layer on its own, one flat graph.
     For exports: the runtimes that serve them (TF Serving, TF Hub users' graphs) run
     that graph as measured, and an export is traced once, not at every start."""
-    token = _inference_through_one_trace.set(False)
-    try:
-        yield
-    finally:
-        _inference_through_one_trace.reset(token)
+    return traced.switched(_inference_through_one_trace, False)
 
 
 def apply_layer_stack(layers, x, training=None, **kwargs) -> list:
