@@ -184,21 +184,29 @@ def test_predict_traces_the_model_once_for_every_batch_size(fitted):
     assert len(traces) == 1
 
 
-def test_predict_under_a_mirrored_strategy_answers_once_per_text(pretrained_dir):
-    """Two replicas (logical CPUs, set up before TensorFlow starts: a process of its
-    own): one row per text, the model's own answers; the head's weights exist before
-    the generalised trace (created in it, MirroredStrategy cannot lift them)."""
-    code = """
+# The start of a process (`python -c`, given the pretrained directory) whose `clf` is loaded
+# into `strategy`, a MirroredStrategy over two logical CPUs, which must be set up before
+# TensorFlow starts.
+MIRRORED_CLASSIFIER = """
 import sys
 import numpy as np
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import electra_tf
-texts = ["a fine film", "dull", "it was long", "great fun", "no"]
-with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
     clf = electra_tf.ElectraTextClassifier.from_pretrained(sys.argv[1], num_classes=2,
                                                            sequence_length=16)
+"""
+
+
+def test_predict_under_a_mirrored_strategy_answers_once_per_text(pretrained_dir):
+    """Two replicas (logical CPUs: a process of its own): one row per text, the model's
+    own answers; the head's weights exist before the generalised trace (created in it,
+    MirroredStrategy cannot lift them)."""
+    code = MIRRORED_CLASSIFIER + """
+texts = ["a fine film", "dull", "it was long", "great fun", "no"]
 predicted = clf.predict(texts, batch_size=2, verbose=0)
 alone = clf.predict(texts[:1], verbose=0)
 direct = tf.nn.softmax(clf(clf.preprocessor(tf.constant(texts)), training=False)).numpy()
@@ -216,19 +224,9 @@ def test_a_training_step_under_a_mirrored_strategy_computes_with_each_layers_wei
     """The transformer layers traced once (`layer_stack`) compute with each layer's
     weights on every replica: a training step's logits and gradients are those of the
     layers traced one by one (dropout off, so that both draw nothing)."""
-    code = """
-import sys
+    code = MIRRORED_CLASSIFIER + """
 import keras
-import numpy as np
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-import electra_tf
 from electra_tf.layers import layer_stack
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-with strategy.scope():
-    clf = electra_tf.ElectraTextClassifier.from_pretrained(sys.argv[1], num_classes=2,
-                                                           sequence_length=16)
 for layer in clf._flatten_layers():
     if isinstance(layer, keras.layers.Dropout):
         layer.rate = 0.0
