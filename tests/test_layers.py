@@ -13,6 +13,7 @@ from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNor
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
@@ -414,7 +415,7 @@ def frozen_encoder_session(encoder, requests):
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
-    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer():
+    with export_tracing():
         frozen = convert_variables_to_constants_v2(inference_function(encoder))
     graph = tf.Graph()
     with graph.as_default():

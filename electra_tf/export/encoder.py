@@ -18,8 +18,8 @@ import os
 import tensorflow as tf
 
 from electra_tf import files, run_dir, traced
-from electra_tf.layers import flat_dense, layer_stack
 from electra_tf.layers.encoder import INPUT_NAMES, input_specs
+from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.models.serving import Reusable
 from electra_tf.text.packing import pack_segments
 from electra_tf.text.tokenizer import ElectraTokenizer
@@ -51,7 +51,7 @@ def build_encoder_module(encoder, vocab_path: str):
                 "default": outputs["pooled_output"],
                 "encoder_outputs": outputs["encoder_outputs"]}
 
-    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer():
+    with export_tracing():
         for training in (False, True):
             call.get_concrete_function(input_specs(), training=training)
     module.__call__ = call

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from electra_tf import files
 from electra_tf.errors import ConfigError
-from electra_tf.layers import flat_dense, layer_stack
+from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.layers.inference import inference_only
 
 # The batch sizes the example batching config allows (export/serving/batching.config).
@@ -107,8 +107,7 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:
         # The signatures are traced here; TF Serving never differentiates them.
-        with (flat_dense.split_per_call(), inference_only(),
-              layer_stack.inference_layer_by_layer()):
+        with export_tracing(), inference_only():
             tf.saved_model.save(module, partial, signatures=signatures)
         files.write_text(os.path.join(partial, "assets", "vocab.txt"),
                          "".join(token + "\n" for token in tokenizer.vocabulary))
