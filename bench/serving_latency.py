@@ -33,11 +33,12 @@ import time
 
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)
 from absl import app, flags  # noqa: E402
-from tensorflow.python.util import _pywrap_util_port  # noqa: E402  (whether oneDNN runs)
+
+from serving_sides import (TEXTS, tensorflow_kernels, tf_serving_requests,  # noqa: E402
+                           torch_requests)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export", None, "An exported version directory (<base>/<N>).")
@@ -51,9 +52,6 @@ flags.DEFINE_string("huggingface", None, "Optional: the same model converted to 
                     "Face (`electra-convert --to huggingface`), to time torch and ONNX "
                     "Runtime beside it.")
 
-SENTENCE = "The battery lasts all day and the screen is bright, but the speaker is weak."
-TEXTS = {"short": SENTENCE, "long": " ".join([SENTENCE] * 8)}  # ~20 and > 128 tokens
-MAX_LENGTH = 128
 
 
 def size_mb(path, pattern="**/*"):
@@ -75,51 +73,6 @@ def median_seconds(run, repeats):
     return statistics.median(times)
 
 
-def tf_serving_requests(session, signature):
-    """request(texts) through the loaded SavedModel's serving signature."""
-    fetches = [signature.outputs[name].name for name in sorted(signature.outputs)]
-    inputs = [info.name for info in signature.inputs.values()]  # a pair model: both texts
-    return lambda texts: session.run(fetches, {name: texts for name in inputs})
-
-
-def torch_requests(directory):
-    """{"torch": request, "onnxruntime": request} on the Hugging Face model in
-    `directory`, each tokenizing with its fast tokenizer (padding to the longest)."""
-    import tempfile
-
-    import onnxruntime
-    import torch
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory).eval()
-
-    def tokenize(texts, tensors):
-        return tokenizer(texts, padding=True, truncation=True, max_length=MAX_LENGTH,
-                         return_tensors=tensors)
-
-    @torch.inference_mode()
-    def with_torch(texts):
-        return torch.softmax(model(**tokenize(texts, "pt")).logits, -1).numpy()
-
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    example = tokenize([SENTENCE, SENTENCE], "pt")
-    with tempfile.TemporaryDirectory() as exported:  # the session holds the model in memory
-        onnx_path = os.path.join(exported, "model.onnx")
-        torch.onnx.export(model, tuple(example[n] for n in names), onnx_path,
-                          input_names=names, output_names=["logits"], dynamo=False,
-                          dynamic_axes={n: {0: "batch", 1: "length"} for n in names})
-        session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
-
-    def with_onnxruntime(texts):
-        encoded = tokenize(texts, "np")
-        (logits,) = session.run(None, {n: encoded[n].astype(np.int64) for n in names})
-        exp = np.exp(logits - logits.max(-1, keepdims=True))
-        return exp / exp.sum(-1, keepdims=True)
-
-    return {"torch": with_torch, "onnxruntime": with_onnxruntime}
-
-
 def time_requests(request):
     """{"short batch 1 ms": ..., ...}: the median of each request shape, after one
     untimed call."""
@@ -135,8 +88,7 @@ def time_requests(request):
 
 def main(argv):
     del argv
-    print("TF_CPU_ALLOCATOR_USE_BFC=" + os.environ["TF_CPU_ALLOCATOR_USE_BFC"] + ", oneDNN "
-          + ("on" if _pywrap_util_port.IsMklEnabled() else "off"))
+    print(tensorflow_kernels())
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], FLAGS.export)
         sides = {"electra_tf (TF1 session, SavedModel)": tf_serving_requests(
