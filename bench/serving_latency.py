@@ -29,7 +29,6 @@ import json
 import os
 import pathlib
 import statistics
-import time
 
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
@@ -37,8 +36,8 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)
 from absl import app, flags  # noqa: E402
 
-from serving_sides import (TEXTS, tensorflow_kernels, tf_serving_requests,  # noqa: E402
-                           torch_requests)
+from serving_sides import (TEXTS, median_seconds, tensorflow_kernels,  # noqa: E402
+                           tf_serving_requests, torch_requests)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export", None, "An exported version directory (<base>/<N>).")
@@ -53,7 +52,6 @@ flags.DEFINE_string("huggingface", None, "Optional: the same model converted to 
                     "Runtime beside it.")
 
 
-
 def size_mb(path, pattern="**/*"):
     return sum(p.stat().st_size for p in pathlib.Path(path).glob(pattern) if p.is_file()) / 2**20
 
@@ -62,15 +60,6 @@ def checkpoint_mb(prefix):
     """Size of the checkpoint at `prefix` (its index and data files)."""
     prefix = pathlib.Path(prefix)
     return round(size_mb(prefix.parent, prefix.name + ".*"), 1)
-
-
-def median_seconds(run, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def time_requests(request):

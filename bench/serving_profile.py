@@ -19,8 +19,6 @@ anything" for serving.
 
 import collections
 import os
-import statistics
-import time
 
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
@@ -28,8 +26,8 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the tokenizer's ops)
 from absl import app, flags  # noqa: E402
 
-from serving_sides import (TEXTS, tensorflow_kernels, tf_serving_requests,  # noqa: E402
-                           torch_requests)
+from serving_sides import (TEXTS, median_seconds, tensorflow_kernels,  # noqa: E402
+                           tf_serving_requests, torch_requests)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export", None, "An exported version directory (<base>/<N>).")
@@ -44,12 +42,9 @@ flags.DEFINE_integer("top", 20, "Op types printed per side.")
 
 def median_ms(request, texts, repeats=20):
     """The median of `repeats` untraced requests, after 3 more."""
-    times = []
-    for _ in range(repeats + 3):
-        start = time.perf_counter()
+    for _ in range(3):
         request(texts)
-        times.append(1000 * (time.perf_counter() - start))
-    return statistics.median(times[3:])
+    return 1000 * median_seconds(lambda: request(texts), repeats)
 
 
 def op_type(node_stats) -> str:

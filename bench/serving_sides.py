@@ -4,6 +4,8 @@ through the same weights in Hugging Face torch and ONNX Runtime, each tokenizing
 own tokenizer."""
 
 import os
+import statistics
+import time
 
 import numpy as np
 from tensorflow.python.util import _pywrap_util_port  # whether oneDNN runs
@@ -11,6 +13,16 @@ from tensorflow.python.util import _pywrap_util_port  # whether oneDNN runs
 SENTENCE = "The battery lasts all day and the screen is bright, but the speaker is weak."
 TEXTS = {"short": SENTENCE, "long": " ".join([SENTENCE] * 8)}  # ~20 and > 128 tokens
 MAX_LENGTH = 128
+
+
+def median_seconds(run, repeats):
+    """The median time of `repeats` calls of `run()`."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def tensorflow_kernels() -> str:
