@@ -36,7 +36,6 @@ import os
 from typing import Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from electra_tf import files
@@ -45,6 +44,7 @@ from electra_tf.errors import ConfigError, first_line
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
+from electra_tf.layers.initializers import restoring
 from electra_tf.text import vocab as vocab_lib
 
 CONFIG_FILE = "config.json"
@@ -223,16 +223,17 @@ def build_encoder(config: ElectraConfig, dropout: float, activation: str = GELU)
     `activation` as in `ElectraEncoder`."""
     encoder = ElectraEncoder.from_electra_config(config.replace(dropout=dropout),
                                                  activation=activation)
-    ids = np.zeros((1, 8), np.int32)
-    encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": ids})
+    encoder.build()  # its weights without a forward pass (0.4-0.5 s for ELECTRA-Small)
     return encoder
 
 
 def load_encoder(pretrained: Optional[Pretrained], config: ElectraConfig, dropout: float,
                  activation: str = GELU):
     """The discriminator encoder, restored from `pretrained` (None: random initialisation)."""
-    encoder = build_encoder(config, dropout, activation)
-    if pretrained is not None:
+    if pretrained is None:
+        return build_encoder(config, dropout, activation)
+    with restoring():
+        encoder = build_encoder(config, dropout, activation)
         try:
             restore_discriminator(encoder, pretrained.checkpoint, pretrained.config)
         except (AssertionError, ValueError) as e:

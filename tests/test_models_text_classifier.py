@@ -341,6 +341,34 @@ def test_one_step_moves_each_depth_by_its_layerwise_rate(pretrained_dir):
     assert moved["embeddings"] / moved["head"] == pytest.approx(0.8 ** 3, rel=0.02)
 
 
+def test_a_pretrained_encoder_loads_whole_under_a_new_head_drawn_at_random(pretrained_dir):
+    """Weights a restore overwrites are built as zeros (`initializers.restoring`): every
+    encoder weight must still come from the checkpoint (as TensorFlow restores it into an
+    encoder built the usual way), the new head from its truncated normal."""
+    from electra_tf import run_dir
+    from electra_tf.layers.initializers import restoring
+
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=16)
+    clf.build_weights()
+    config = run_dir.read_config(pretrained_dir)
+    reference = electra_tf.ElectraEncoder.from_electra_config(config)
+    reference.build()
+    drawn = reference.embeddings.token_embedding.embeddings.numpy()
+    assert 0.015 < drawn.std() < 0.025  # outside a restore: the truncated normal
+    tf.train.Checkpoint(discriminator=reference).restore(
+        run_dir.latest_checkpoint(pretrained_dir)).expect_partial()
+    assert len(reference.weights) == len(clf.encoder.weights) > 30
+    for ours, restored in zip(clf.encoder.weights, reference.weights):
+        np.testing.assert_array_equal(ours.numpy(), restored.numpy(), err_msg=ours.path)
+    head = clf.head.kernel.numpy()
+    assert 0.01 < head.std() < 0.03 and np.abs(head).max() <= 0.04 + 1e-6  # 2 stddevs
+    with restoring():
+        zeros = electra_tf.ElectraEncoder.from_electra_config(config)
+        zeros.build()
+    assert not np.any(zeros.embeddings.token_embedding.embeddings.numpy())
+
+
 def test_regression_on_pairs(pretrained_dir):
     texts, _ = _sentiment(16)
     pairs = texts[::-1]

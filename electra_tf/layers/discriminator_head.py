@@ -4,6 +4,7 @@ import keras
 
 from electra_tf.layers.activations import gelu
 from electra_tf.layers.flat_dense import FlatDense
+from electra_tf.layers.initializers import weight_initializer
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -19,7 +20,7 @@ class DiscriminatorHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        initializer = weight_initializer(initializer_range)
         self.dense = FlatDense(
             hidden_size, activation=gelu,
             kernel_initializer=initializer, dtype=self.dtype_policy, name="dense")

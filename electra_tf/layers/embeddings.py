@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
+from electra_tf.layers.initializers import weight_initializer
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -51,7 +52,7 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.dropout = dropout
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        initializer = weight_initializer(initializer_range)
         self.token_embedding = token_embedding or keras_hub.layers.ReversibleEmbedding(
             vocab_size, embedding_size, tie_weights=True,
             embeddings_initializer=initializer, dtype=self.dtype_policy,

@@ -9,6 +9,7 @@ from electra_tf.layers.closed_form_layer_normalization import use_closed_form_la
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.flat_einsum_dense import flatten_projections
+from electra_tf.layers.initializers import weight_initializer
 from electra_tf.layers.layer_stack import apply_layer_stack
 from electra_tf.layers.query_first_attention import put_query_first
 
@@ -58,7 +59,7 @@ class ElectraEncoder(keras.Model):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        initializer = weight_initializer(initializer_range)
         self.embeddings_project = None
         if embeddings.embedding_size != hidden_size:
             self.embeddings_project = FlatDense(

@@ -1,9 +1,9 @@
 """The masked-language-model head whose output layer is the word-embedding matrix."""
 
-import keras
 import keras_hub
 
 from electra_tf.layers.activations import gelu
+from electra_tf.layers.initializers import weight_initializer
 
 
 def tied_masked_lm_head(token_embedding, layer_norm_epsilon=1e-12, initializer_range=0.02,
@@ -18,7 +18,7 @@ def tied_masked_lm_head(token_embedding, layer_norm_epsilon=1e-12, initializer_r
     return keras_hub.layers.MaskedLMHead(
         token_embedding=token_embedding, intermediate_activation=gelu,
         layer_norm_epsilon=layer_norm_epsilon,
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+        kernel_initializer=weight_initializer(initializer_range),
         name=name,
         # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
         # fails; a float32 head works (the vocabulary matmul stays in the tied embedding's

@@ -9,6 +9,7 @@ import tensorflow as tf
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
+from electra_tf.layers.initializers import restoring
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.text.tokenizer import ElectraTokenizer
 
@@ -73,11 +74,12 @@ def load_finetuned(directory: str, trial: Optional[int] = None) -> Finetuned:
     tokenizer = ElectraTokenizer(vocab_path, lowercase=encoder_config.lower_case,
                                  strip_accents=encoder_config.strip_accents)
     model_info = task_info["model"]
-    model = build_task_model(model_info["class_name"],
-                             run_dir.build_encoder(encoder_config, settings["dropout"]),
-                             model_info["head_config"],
-                             ElectraPreprocessor(tokenizer, settings["max_seq_length"]))
-    model.build_weights()
+    with restoring():
+        model = build_task_model(model_info["class_name"],
+                                 run_dir.build_encoder(encoder_config, settings["dropout"]),
+                                 model_info["head_config"],
+                                 ElectraPreprocessor(tokenizer, settings["max_seq_length"]))
+        model.build_weights()
     status = tf.train.Checkpoint(model=run_dir.layers_only(model)).read(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
     return Finetuned(model, task_info["task"], task_info["kind"],

@@ -7,6 +7,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.finetuning import squad
 from electra_tf.layers.activations import gelu
 from electra_tf.layers.flat_dense import FlatDense
+from electra_tf.layers.initializers import weight_initializer
 from electra_tf.models.task import ElectraTask, at_packed_length, encoder_inputs
 
 # The start and end logits of positions that cannot hold an answer (past the context).
@@ -62,8 +63,7 @@ class ElectraQuestionAnswerer(ElectraTask):
             # Heads compute in float32 under mixed precision: their logits feed softmaxes.
             return FlatDense(
                 units, activation=activation, name=name, dtype="float32",
-                kernel_initializer=keras.initializers.TruncatedNormal(
-                    stddev=initializer_range))
+                kernel_initializer=weight_initializer(initializer_range))
 
         self.start_head = dense(1, "start_logits")
         self.end_hidden = dense(512, "qa_hidden", gelu) if joint_prediction else None

@@ -10,6 +10,7 @@ from typing import Optional
 from electra_tf import run_dir
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import ConfigError
+from electra_tf.layers.initializers import restoring
 
 
 @dataclasses.dataclass
@@ -41,8 +42,9 @@ class ModelSource:
                               "continue pretraining with electra-pretrain --init_checkpoint, "
                               "which starts a fresh generator.")
         config = self.config if dropout is None else self.config.replace(dropout=dropout)
-        model = ElectraPretrainer(config)
-        model.build_all()
+        with restoring():
+            model = ElectraPretrainer(config)
+            model.build_all()
         run_dir.restore_pretrainer(model, self.pretrained, parts)
         return model
 

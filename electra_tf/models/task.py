@@ -15,6 +15,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.inference import inference_only
+from electra_tf.layers.initializers import weight_initializer
 from electra_tf.models import length_order, serving
 from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
@@ -107,7 +108,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         # Heads compute in float32 under mixed precision: logits feed losses and softmaxes.
         self.head = FlatDense(
             num_classes, name="task_head", dtype="float32",
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+            kernel_initializer=weight_initializer(initializer_range))
 
     def _dense_head_config(self) -> dict:
         """The constructor arguments `_init_dense_head` took, for `get_config`."""

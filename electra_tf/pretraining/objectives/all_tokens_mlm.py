@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from electra_tf.layers.initializers import weight_initializer
 from electra_tf.pretraining import flop_formulas, losses
 from electra_tf.pretraining.objectives.base import MaskedLanguageModeling
 
@@ -17,8 +18,7 @@ class AllTokensMlm(MaskedLanguageModeling):
     def build_heads(self, config, encoder):
         return {**super().build_heads(config, encoder),
                 "copy_gate": keras.layers.Dense(
-                    1, kernel_initializer=keras.initializers.TruncatedNormal(
-                        stddev=config.initializer_range),
+                    1, kernel_initializer=weight_initializer(config.initializer_range),
                     dtype="float32", name="copy_gate")}
 
     def predict(self, model, sequence_output, outputs):
