@@ -15,6 +15,7 @@ from electra_tf import run_dir
 from electra_tf.convert import official, official_names
 from electra_tf.errors import ConfigError
 from electra_tf.layers.discriminator_head import DiscriminatorHead
+from electra_tf.layers.initializers import restoring
 from electra_tf.pretraining import objectives
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
@@ -121,7 +122,8 @@ def load_run(path: str):
     if not _official_layout(pretrained.config):
         # The other formats cannot hold this run's generator or heads: the encoder alone.
         saved = {"generator": False, "discriminator_head": False}
-    parts = build_parts(pretrained.config, saved["generator"], saved["discriminator_head"])
+    with restoring():
+        parts = build_parts(pretrained.config, saved["generator"], saved["discriminator_head"])
     status = parts.checkpoint().restore(pretrained.checkpoint)
     status.assert_existing_objects_matched().expect_partial()
     return parts, pretrained
