@@ -1,7 +1,7 @@
 """The requests the serving benches send (`serving_latency.py`, `serving_profile.py`):
 raw texts through an exported classifier in a TF1 session, as TF Serving runs it, and
 through the same weights in Hugging Face torch and ONNX Runtime, each tokenizing with its
-own tokenizer."""
+own tokenizer; and their timing and first line, which `split_products.py` shares."""
 
 import os
 import statistics

@@ -20,7 +20,6 @@ turn, `--rounds` times `--repeats` calls each; printed: each side's median over 
 
 import contextlib
 import statistics
-import time
 
 import numpy as np
 from absl import app, flags
@@ -72,24 +71,15 @@ def inputs_of(rows):
             "input_type_ids": np.zeros(shape, np.int32)}
 
 
-def block_median(function, inputs, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(inputs).numpy()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main(argv):
     del argv
     import tensorflow as tf
-    from tensorflow.python.util import _pywrap_util_port
+    from serving_sides import median_seconds, tensorflow_kernels
 
     from electra_tf.config import ElectraConfig
     from electra_tf.layers.encoder import ElectraEncoder
 
-    print("oneDNN", "on" if _pywrap_util_port.IsMklEnabled() else "off")
+    print(tensorflow_kernels())
     encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small"))
     encoder.build()
     sides = {"split": traced_encoder(encoder, True), "unsplit": traced_encoder(encoder, False)}
@@ -100,7 +90,8 @@ def main(argv):
         times = {side: [] for side in sides}
         for _ in range(FLAGS.rounds):
             for side, function in sides.items():
-                times[side].append(block_median(function, inputs, FLAGS.repeats))
+                times[side].append(median_seconds(lambda: function(inputs).numpy(),
+                                                  FLAGS.repeats))
         medians = {side: statistics.median(t) for side, t in times.items()}
         print(f"{rows:4d} rows: " + "  ".join(
             f"{side} {1000 * medians[side]:7.2f} ms ({1000 * min(times[side]):.2f})"
