@@ -116,7 +116,7 @@ def split_matmul(x, kernel):
     33.1 ms; two long texts, 256 rows, through the classifier: 44.7 -> 41.7 ms); from 512
     rows oneDNN uses both cores well and the split was 15-20% slower. On a 2-core AVX2
     EPYC the split pays only below about 64 rows, with oneDNN or Eigen (the whole encoder
-    at 128 rows 3-5% slower split, at 256 rows 3-9%): the limit is the AVX-512 CPU's until
+    at 128 rows 1-5% slower split, at 256 rows 3-9%): the limit is the AVX-512 CPU's until
     `bench/split_products.py` has run on every class. The kernel's halves are views, not
     copies (rows of a row-major tensor)."""
     x_halves = tf.split(x, 2, axis=1)
