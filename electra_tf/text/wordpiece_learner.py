@@ -16,13 +16,16 @@ Two facts give the same counts for less work:
   per cut is enough: the rest of the word from each place it is cut at.
 - The first iteration cuts every word at every character whatever the threshold: its
   counts serve the whole search.
-tf-text's own functions do the rest (which words and characters count, where a word is
-cut, the vocab's final order), and the tests check the vocab against tf-text's `learn`.
+tf-text's own functions do the rest (which words and characters count, the vocab's final
+order; where a word is cut, by its `FastWordpieceTokenizer`), and the tests check the vocab
+against tf-text's `learn`.
 """
 
 import collections
 import inspect
 
+import tensorflow as tf
+import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as tf_text
 
 
@@ -57,11 +60,12 @@ def parameters(vocab_size: int, reserved_tokens: list, joiner: str = "##"):
 def _binary_search(words, lower: int, upper: int, params) -> list:
     """tf-text's `learn_binary_search`, with the first iteration's counts computed once."""
     chars = tf_text.extract_char_tokens(words)
-    first_counts = _ending_counts(words, lambda word: range(len(word)), params.joiner)
+    first_counts = _ending_counts(words, params.joiner)
+    cutter = _Cutter(words, params)
     slack = max(0, params.slack_ratio * params.vocab_size)
     while True:
         threshold = (upper + lower) // 2
-        vocab = _learn_with_threshold(words, threshold, chars, first_counts, params)
+        vocab = _learn_with_threshold(threshold, chars, first_counts, cutter, params)
         within_slack = (len(vocab) <= params.vocab_size
                         and params.vocab_size - len(vocab) <= slack)
         if within_slack or lower >= upper or threshold <= 1:
@@ -72,52 +76,65 @@ def _binary_search(words, lower: int, upper: int, params) -> list:
             upper = threshold - 1
 
 
-def _learn_with_threshold(words, threshold: int, chars: set, first_counts, params) -> list:
+def _learn_with_threshold(threshold: int, chars: set, first_counts, cutter, params) -> list:
     """tf-text's `learn_with_thresh` for a threshold of at least 1 (the search's are)."""
     tokens = tf_text.ensure_all_tokens_exist(chars, {}, True, params.joiner)
     for iteration in range(params.num_iterations):
         if iteration == 0:
-            counts = first_counts
+            kept = {piece: count for piece, count in first_counts.items() if count >= threshold}
         else:
-            prefixes = {token[:end] for token in tokens for end in range(1, len(token) + 1)}
-            counts = _ending_counts(
-                words, lambda word: _cuts(word, tokens, prefixes, params.joiner),
-                params.joiner)
-        kept = {piece: count for piece, count in counts.items() if count >= threshold}
+            kept = cutter.ending_counts(tokens, threshold)
         tokens = tf_text.ensure_all_tokens_exist(chars, kept, True, params.joiner)
     return tf_text.generate_final_vocabulary(params.reserved_tokens, chars, tokens)
 
 
-def _ending_counts(words, starts_of, joiner: str) -> collections.Counter:
-    """How often each piece ends a word, the words cut where `starts_of(word)` says
-    (None: the word is left out, as tf-text leaves out words its vocab cannot cut)."""
+def _ending_counts(words, joiner: str) -> collections.Counter:
+    """How often each piece ends a word, the words cut at every character."""
     counts = collections.Counter()
     for word, count in words:
-        starts = starts_of(word)
-        if starts is None:
-            continue
-        for start in starts:
+        for start in range(len(word)):
             counts[joiner + word[start:] if start else word] += count
     return counts
 
 
-def _cuts(word: str, tokens: dict, prefixes: set, joiner: str):
-    """Where `tokens` cut `word`, longest match first (tf-text's `get_split_indices`, as
-    the start of each piece), or None if they cannot. `prefixes` holds every token's
-    prefixes: a match grows only while it is one, instead of trying every end."""
-    starts = []
-    start = 0
-    while start < len(word):
-        starts.append(start)
-        head = joiner if start else ""
-        end = start
-        for stop in range(start + 1, len(word) + 1):
-            piece = head + word[start:stop]
-            if piece not in prefixes:
-                break
-            if piece in tokens:
-                end = stop
-        if end == start:
-            return None
-        start = end
-    return starts
+class _Cutter:
+    """How often each piece ends a word, the words cut where a vocab cuts them, longest
+    match first (tf-text's `get_split_indices`).
+
+    tf-text's `FastWordpieceTokenizer` cuts them: the same greedy longest match, in C++.
+    Cutting each word in Python, one lookup per character tried, took most of the
+    learner's time. Its offsets are in bytes, and so are the suffixes taken at them. Every
+    word can be cut (tf-text's `get_split_indices` would leave it out otherwise): the
+    vocabs hold each of the words' characters, alone and after the joiner
+    (`ensure_all_tokens_exist`), and no word is longer than the tokenizer's limit.
+    """
+
+    def __init__(self, words, params):
+        self._words = tf.constant([word for word, _ in words], tf.string)
+        self._counts = tf.constant([count for _, count in words], tf.int64)
+        self._joiner = params.joiner
+        # Words are at most `max_token_length` characters of at most 4 UTF-8 bytes each.
+        self._max_bytes = 4 * params.max_token_length
+
+    def ending_counts(self, tokens: dict, threshold: int) -> dict:
+        """{piece: count} for the pieces counted at least `threshold` times."""
+        unknown = "[UNK]"
+        while unknown in tokens:
+            unknown = f"[{unknown}]"
+        tokenizer = text.FastWordpieceTokenizer(
+            list(tokens) + [unknown], suffix_indicator=self._joiner,
+            max_bytes_per_word=self._max_bytes, unknown_token=unknown,
+            no_pretokenization=True)
+        _, starts, _ = tokenizer.tokenize_with_offsets(self._words)
+        rows = starts.value_rowids()
+        starts = tf.cast(starts.flat_values, tf.int32)
+        words = tf.gather(self._words, rows)
+        suffixes = tf.strings.substr(words, starts, tf.strings.length(words) - starts)
+        pieces = tf.where(starts > 0, self._joiner + suffixes, suffixes)
+        unique, index = tf.unique(pieces)
+        counts = tf.math.unsorted_segment_sum(tf.gather(self._counts, rows), index,
+                                              tf.size(unique))
+        kept = counts >= threshold
+        return dict(zip((piece.decode("utf-8")
+                         for piece in tf.boolean_mask(unique, kept).numpy()),
+                        tf.boolean_mask(counts, kept).numpy().tolist()))
