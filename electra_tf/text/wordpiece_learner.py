@@ -21,9 +21,9 @@ order; where a word is cut, by its `FastWordpieceTokenizer`), and the tests chec
 against tf-text's `learn`.
 """
 
-import collections
 import inspect
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as tf_text
@@ -60,12 +60,11 @@ def parameters(vocab_size: int, reserved_tokens: list, joiner: str = "##"):
 def _binary_search(words, lower: int, upper: int, params) -> list:
     """tf-text's `learn_binary_search`, with the first iteration's counts computed once."""
     chars = tf_text.extract_char_tokens(words)
-    first_counts = _ending_counts(words, params.joiner)
-    cutter = _Cutter(words, params)
+    counter = _PieceCounter(words, params)
     slack = max(0, params.slack_ratio * params.vocab_size)
     while True:
         threshold = (upper + lower) // 2
-        vocab = _learn_with_threshold(threshold, chars, first_counts, cutter, params)
+        vocab = _learn_with_threshold(threshold, chars, counter, params)
         within_slack = (len(vocab) <= params.vocab_size
                         and params.vocab_size - len(vocab) <= slack)
         if within_slack or lower >= upper or threshold <= 1:
@@ -76,48 +75,57 @@ def _binary_search(words, lower: int, upper: int, params) -> list:
             upper = threshold - 1
 
 
-def _learn_with_threshold(threshold: int, chars: set, first_counts, cutter, params) -> list:
+def _learn_with_threshold(threshold: int, chars: set, counter, params) -> list:
     """tf-text's `learn_with_thresh` for a threshold of at least 1 (the search's are)."""
     tokens = tf_text.ensure_all_tokens_exist(chars, {}, True, params.joiner)
     for iteration in range(params.num_iterations):
-        if iteration == 0:
-            kept = {piece: count for piece, count in first_counts.items() if count >= threshold}
-        else:
-            kept = cutter.ending_counts(tokens, threshold)
+        kept = (counter.first_iteration(threshold) if iteration == 0
+                else counter.cut_by(tokens, threshold))
         tokens = tf_text.ensure_all_tokens_exist(chars, kept, True, params.joiner)
     return tf_text.generate_final_vocabulary(params.reserved_tokens, chars, tokens)
 
 
-def _ending_counts(words, joiner: str) -> collections.Counter:
-    """How often each piece ends a word, the words cut at every character."""
-    counts = collections.Counter()
-    for word, count in words:
-        for start in range(len(word)):
-            counts[joiner + word[start:] if start else word] += count
-    return counts
+class _PieceCounter:
+    """How often each piece ends a word, the words cut at every character (the first
+    iteration) or where a vocab cuts them, longest match first (tf-text's
+    `get_split_indices`); only the pieces counted at least a threshold's times.
 
-
-class _Cutter:
-    """How often each piece ends a word, the words cut where a vocab cuts them, longest
-    match first (tf-text's `get_split_indices`).
-
-    tf-text's `FastWordpieceTokenizer` cuts them: the same greedy longest match, in C++.
-    Cutting each word in Python, one lookup per character tried, took most of the
-    learner's time. Its offsets are in bytes, and so are the suffixes taken at them. Every
-    word can be cut (tf-text's `get_split_indices` would leave it out otherwise): the
-    vocabs hold each of the words' characters, alone and after the joiner
+    In TensorFlow's ops, as no Python loop per word is: tf-text's `FastWordpieceTokenizer`
+    cuts the words (the same greedy longest match, in C++), and `tf.unique` and a segment
+    sum count the pieces. Offsets are in bytes, and so are the suffixes taken at them.
+    Every word can be cut (`get_split_indices` would leave it out otherwise): the vocabs
+    hold each of the words' characters, alone and after the joiner
     (`ensure_all_tokens_exist`), and no word is longer than the tokenizer's limit.
+
+    A piece is counted at fewer places in a later iteration than in the first, where
+    every place counts, so the first iteration's count bounds it: a place whose piece
+    counted less than the threshold there is left out before its piece is even formed.
     """
 
     def __init__(self, words, params):
-        self._words = tf.constant([word for word, _ in words], tf.string)
-        self._counts = tf.constant([count for _, count in words], tf.int64)
         self._joiner = params.joiner
         # Words are at most `max_token_length` characters of at most 4 UTF-8 bytes each.
         self._max_bytes = 4 * params.max_token_length
+        self._words = tf.constant([word for word, _ in words], tf.string)
+        self._counts = tf.constant([count for _, count in words], tf.int64)
+        lengths = tf.strings.length(self._words)
+        self._word_offsets = tf.cumsum(lengths, exclusive=True)
+        _, char_starts = tf.strings.unicode_decode_with_offsets(self._words, "UTF-8")
+        rows, starts = char_starts.value_rowids(), tf.cast(char_starts.flat_values, tf.int32)
+        pieces, counts, index = self._count(rows, starts)
+        # The first iteration's count of the piece from each byte of each word on.
+        self._bound = tf.scatter_nd(self._places(rows, starts)[:, None],
+                                    tf.gather(counts, index), [tf.reduce_sum(lengths)])
+        order = tf.argsort(counts, direction="DESCENDING")
+        self._first_pieces = [piece.decode("utf-8")
+                              for piece in tf.gather(pieces, order).numpy()]
+        self._first_counts = tf.gather(counts, order).numpy()
 
-    def ending_counts(self, tokens: dict, threshold: int) -> dict:
-        """{piece: count} for the pieces counted at least `threshold` times."""
+    def first_iteration(self, threshold: int) -> dict:
+        kept = int(np.searchsorted(-self._first_counts, -threshold, side="right"))
+        return dict(zip(self._first_pieces[:kept], self._first_counts[:kept].tolist()))
+
+    def cut_by(self, tokens: dict, threshold: int) -> dict:
         unknown = "[UNK]"
         while unknown in tokens:
             unknown = f"[{unknown}]"
@@ -126,15 +134,25 @@ class _Cutter:
             max_bytes_per_word=self._max_bytes, unknown_token=unknown,
             no_pretokenization=True)
         _, starts, _ = tokenizer.tokenize_with_offsets(self._words)
-        rows = starts.value_rowids()
-        starts = tf.cast(starts.flat_values, tf.int32)
-        words = tf.gather(self._words, rows)
-        suffixes = tf.strings.substr(words, starts, tf.strings.length(words) - starts)
-        pieces = tf.where(starts > 0, self._joiner + suffixes, suffixes)
-        unique, index = tf.unique(pieces)
-        counts = tf.math.unsorted_segment_sum(tf.gather(self._counts, rows), index,
-                                              tf.size(unique))
+        rows, starts = starts.value_rowids(), tf.cast(starts.flat_values, tf.int32)
+        may_keep = tf.gather(self._bound, self._places(rows, starts)) >= threshold
+        pieces, counts, _ = self._count(tf.boolean_mask(rows, may_keep),
+                                        tf.boolean_mask(starts, may_keep))
         kept = counts >= threshold
         return dict(zip((piece.decode("utf-8")
-                         for piece in tf.boolean_mask(unique, kept).numpy()),
+                         for piece in tf.boolean_mask(pieces, kept).numpy()),
                         tf.boolean_mask(counts, kept).numpy().tolist()))
+
+    def _places(self, rows, starts):
+        """Where the byte `starts[i]` of word `rows[i]` is among all words' bytes."""
+        return tf.gather(self._word_offsets, rows) + starts
+
+    def _count(self, rows, starts):
+        """The distinct pieces from byte `starts[i]` of word `rows[i]` on, how often they
+        end a word, and which of them each (row, start) gives."""
+        words = tf.gather(self._words, rows)
+        suffixes = tf.strings.substr(words, starts, tf.strings.length(words) - starts)
+        pieces, index = tf.unique(tf.where(starts > 0, self._joiner + suffixes, suffixes))
+        counts = tf.math.unsorted_segment_sum(tf.gather(self._counts, rows), index,
+                                              tf.size(pieces))
+        return pieces, counts, index
