@@ -101,3 +101,24 @@ def test_non_utf8_bytes_are_counted_and_the_build_goes_on(tmp_path, vocab_path, 
                                               show_progress=False)
     assert manifest["undecodable_lines"] == 1 and manifest["num_examples"] >= 1
     assert "not valid UTF-8" in capsys.readouterr().err
+
+
+
+def test_progress_counts_the_bytes_read_within_a_file(tmp_path, vocab_path):
+    """One large file moves the progress bar before its end, and to exactly its size."""
+    from conftest import DEMO
+
+    corpus = tmp_path / "book.txt"
+    with open(DEMO / "corpus" / "moby_dick.txt", "rb") as f:
+        corpus.write_bytes(f.read(300_000).replace(b"\n", b"\r\n"))
+
+    class Progress:
+        reports = []
+        put = reports.append
+
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=32)
+    builder._run_worker(0, 1, [str(corpus)], str(tmp_path), 1, options, Progress)
+    read = [num_bytes for num_bytes, _ in Progress.reports]
+    assert sum(read) == corpus.stat().st_size
+    assert sum(examples for _, examples in Progress.reports) > 1000
+    assert len([n for n in read if n]) > 1  # not only when the file ends

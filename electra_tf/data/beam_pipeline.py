@@ -50,8 +50,8 @@ class PackFile(beam.DoFn):
         index, path = indexed_path
         stats = corpus.DecodeStats()
         written = 0
-        for _, example in builder.packed_examples([path], self._options, self._vocab_tokens,
-                                                  index, stats, FileSystems.open):
+        for example in builder.packed_examples([path], self._options, self._vocab_tokens,
+                                               index, stats, FileSystems.open):
             if example is None:  # the end of the file
                 continue
             written += 1

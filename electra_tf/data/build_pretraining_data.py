@@ -48,18 +48,18 @@ def file_sha256(path: str) -> str:
 
 def _tokenized_stream(paths, options: BuildOptions, vocab_tokens: list,
                       stats: corpus.DecodeStats, open_binary=None):
-    """Yields (path, token ids) per sentence, (path, None) at each document end and
-    (path, _END_OF_FILE) after each file."""
+    """Yields token ids per sentence, None at each document end and _END_OF_FILE after
+    each file."""
     from electra_tf.text.tokenizer import ElectraTokenizer, tokenize_to_lists
 
     tokenizer = ElectraTokenizer(vocab_tokens, options.lower_case, options.strip_accents)
     pending = []  # sentences (str) or None (document end), in corpus order
 
-    def flush(path):
+    def flush():
         texts = [s for s in pending if s is not None]
         ids = iter(tokenize_to_lists(tokenizer, texts))
         for item in pending:
-            yield path, (None if item is None else next(ids))
+            yield None if item is None else next(ids)
         pending.clear()
 
     for path in paths:
@@ -71,10 +71,10 @@ def _tokenized_stream(paths, options: BuildOptions, vocab_tokens: list,
             else:
                 pending.append(line.strip())
             if len(pending) >= _SENTENCES_PER_BATCH:
-                yield from flush(path)
+                yield from flush()
         pending.append(None)  # a file end is a document end
-        yield from flush(path)
-        yield path, _END_OF_FILE
+        yield from flush()
+        yield _END_OF_FILE
 
 
 def packed_examples(paths, options: BuildOptions, vocab_tokens: list, rng_key: int,
@@ -83,7 +83,7 @@ def packed_examples(paths, options: BuildOptions, vocab_tokens: list, rng_key: i
 
     The RNG is seeded by `options.seed` and `rng_key` (the worker's index), so a file
     set packed under the same key gives the same examples in any process or runner.
-    Yields (path, PackedExample) and, after each file, (path, None).
+    Yields each PackedExample and, after each file, None.
     """
     from electra_tf.data.packing import ExampleBuilder
 
@@ -91,13 +91,13 @@ def packed_examples(paths, options: BuildOptions, vocab_tokens: list, rng_key: i
     rng = random.Random(options.seed * 1_000_003 + rng_key)
     builder = ExampleBuilder(options.max_seq_length, ids["cls_token_id"],
                              ids["sep_token_id"], ids["pad_token_id"], rng)
-    for path, item in _tokenized_stream(paths, options, vocab_tokens, stats, open_binary):
+    for item in _tokenized_stream(paths, options, vocab_tokens, stats, open_binary):
         if item is _END_OF_FILE:
-            yield path, None
+            yield None
             continue
         example = builder.end_document() if item is None else builder.add_sentence(item)
         if example is not None:
-            yield path, example
+            yield example
 
 
 def serialize_example(example) -> bytes:
@@ -123,25 +123,31 @@ def _run_worker(worker, num_workers, files, output_dir, num_shards, options, pro
     temps = [f"{path}.tmp-{os.getpid()}" for path in finals]
     writers = [tf.io.TFRecordWriter(path) for path in temps]
     stats = corpus.DecodeStats()
-    written = real_tokens = 0
+    written = real_tokens = bytes_reported = 0
+
+    def report(examples):
+        nonlocal bytes_reported
+        progress.put((stats.bytes_read - bytes_reported, examples))
+        bytes_reported = stats.bytes_read
+
     try:
-        for path, example in packed_examples(files[worker::num_workers], options,
-                                             vocab_lib.load_vocab(options.vocab_path),
-                                             worker, stats):
+        for example in packed_examples(files[worker::num_workers], options,
+                                       vocab_lib.load_vocab(options.vocab_path),
+                                       worker, stats):
             if example is None:  # end of file
-                progress.put((os.path.getsize(path), 0))
+                report(0)
                 continue
             writers[written % len(writers)].write(serialize_example(example))
             written += 1
             real_tokens += sum(example.input_mask)
             if written % 1000 == 0:
-                progress.put((0, 1000))
+                report(1000)
     finally:
         for writer in writers:
             writer.close()
     for temp, final in zip(temps, finals):
         os.replace(temp, final)
-    progress.put((0, written % 1000))
+    report(written % 1000)
     return {"examples": written, "tokens": real_tokens, "bad_lines": stats.bad_lines,
             "files_with_bad_bytes": sorted(stats.files_with_bad_bytes)}
 

@@ -13,14 +13,17 @@ from electra_tf.errors import CorpusError
 
 @dataclasses.dataclass
 class DecodeStats:
-    """Undecodable (non-UTF-8) bytes met while reading: counted and reported, never fatal."""
+    """Undecodable (non-UTF-8) bytes met while reading: counted and reported, never fatal;
+    and the bytes read, for progress within a file."""
 
     bad_lines: int = 0
     files_with_bad_bytes: set = dataclasses.field(default_factory=set)
+    bytes_read: int = 0
 
     def merge(self, other: "DecodeStats") -> None:
         self.bad_lines += other.bad_lines
         self.files_with_bad_bytes |= other.files_with_bad_bytes
+        self.bytes_read += other.bytes_read
 
     def summary(self) -> str:
         if not self.bad_lines:
@@ -68,6 +71,7 @@ def read_lines(path: str, stats: DecodeStats, open_binary=None):
     """
     with (open_binary(path) if open_binary else open(path, "rb")) as f:
         for raw in f:
+            stats.bytes_read += len(raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
