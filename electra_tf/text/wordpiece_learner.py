@@ -60,7 +60,8 @@ def parameters(vocab_size: int, reserved_tokens: list, joiner: str = "##"):
 def _binary_search(words, lower: int, upper: int, params) -> list:
     """tf-text's `learn_binary_search`, with the first iteration's counts computed once."""
     chars = tf_text.extract_char_tokens(words)
-    counter = _PieceCounter(words, params)
+    # No threshold the search tries is lower: the bounds cross at most by one.
+    counter = _PieceCounter(words, min(lower, upper) - 1, params)
     slack = max(0, params.slack_ratio * params.vocab_size)
     while True:
         threshold = (upper + lower) // 2
@@ -102,7 +103,7 @@ class _PieceCounter:
     counted less than the threshold there is left out before its piece is even formed.
     """
 
-    def __init__(self, words, params):
+    def __init__(self, words, lowest_threshold: int, params):
         self._joiner = params.joiner
         # Words are at most `max_token_length` characters of at most 4 UTF-8 bytes each.
         self._max_bytes = 4 * params.max_token_length
@@ -116,6 +117,9 @@ class _PieceCounter:
         # The first iteration's count of the piece from each byte of each word on.
         self._bound = tf.scatter_nd(self._places(rows, starts)[:, None],
                                     tf.gather(counts, index), [tf.reduce_sum(lengths)])
+        # The first iteration's pieces that some threshold keeps, most counted first.
+        pieces, counts = (tf.boolean_mask(values, counts >= lowest_threshold)
+                          for values in (pieces, counts))
         order = tf.argsort(counts, direction="DESCENDING")
         self._first_pieces = [piece.decode("utf-8")
                               for piece in tf.gather(pieces, order).numpy()]
