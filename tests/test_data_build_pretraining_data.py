@@ -76,6 +76,17 @@ def test_text_without_line_breaks_is_sentence_split(tmp_path, vocab_path):
     assert any(1 in r["segment_ids"] for r in records)
 
 
+def test_fewer_files_than_processes_asked_are_said(tmp_path, vocab_path, capsys):
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("We will build.\n\nThe people are strong.\n")
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=32)
+    manifest = builder.build_pretraining_data(str(corpus), str(tmp_path / "out"), options,
+                                              num_shards=2, num_processes=2,
+                                              show_progress=False)
+    assert manifest["num_processes"] == 1
+    assert "1 corpus file(s), so 1 of the 2 processes" in capsys.readouterr().err
+
+
 def test_empty_or_missing_corpus_errors(tmp_path, vocab_path):
     options = builder.BuildOptions(vocab_path=vocab_path)
     with pytest.raises(CorpusError, match="matches no file"):

@@ -169,6 +169,10 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
     vocab_lib.load_vocab(options.vocab_path)  # fail early on a bad vocab
     if num_shards < 1:
         raise CorpusError(f"--num_shards={num_shards} must be at least 1.")
+    if len(files) < min(num_processes, num_shards):
+        print(f"note: {len(files)} corpus file(s), so {len(files)} of the {num_processes} "
+              "processes asked: each file is packed by one process; split the corpus into "
+              "more files to pack it in parallel.", file=sys.stderr)
     num_processes = max(1, min(num_processes, num_shards, len(files)))
     os.makedirs(output_dir, exist_ok=True)
     for name in os.listdir(output_dir):  # leftovers of an interrupted build
