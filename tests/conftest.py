@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -121,9 +122,11 @@ def _environment(env):
     return {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
 
 
-def start_command(*args, env=None):
-    """Starts a command in the background; its stdout and stderr are merged. `env` as
-    `run_command`'s."""
+def start_command(*args, env=None, timeout=600):
+    """Starts a command in the background (preloaded as `run_command`'s, else in a process
+    of its own); its stdout and stderr are merged. `env` as `run_command`'s."""
+    if _runs_preloaded(env, fresh=False):
+        return _PreloadedCommand(_command(args), env, timeout)
     return subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=_environment(env))
 
@@ -132,10 +135,10 @@ def run_command(*args, check=True, env=None, timeout=600, fresh=False, **kwargs)
     """Runs a command of this environment as a user would; fails the test on a non-zero
     exit status unless `check` is False. `env` adds variables (None removes one). Commands
     run preloaded (`commands_run_preloaded`) unless `fresh` (for a test of what a command
-    imports), given `env`, or run while a test has changed the environment."""
-    if not fresh and env is None and set(kwargs) <= {"cwd"} and (
-            _environment_of_tests() == _PRELOADED.get("environment")):
-        result = _run_preloaded(_command(args), kwargs.get("cwd"), timeout)
+    imports), given variables but those of SET_IN_COMMAND, or run while a test has changed
+    the environment."""
+    if _runs_preloaded(env, fresh) and set(kwargs) <= {"cwd"}:
+        result = _run_preloaded(_command(args), kwargs.get("cwd"), timeout, env)
     else:
         result = subprocess.run(_command(args), capture_output=True, text=True,
                                 timeout=timeout, env=_environment(env), **kwargs)
@@ -144,33 +147,84 @@ def run_command(*args, check=True, env=None, timeout=600, fresh=False, **kwargs)
     return result
 
 
+# Variables read when they are used rather than when TensorFlow or keras-hub is imported (a
+# run's cluster, the temporary directory): a command given them still runs preloaded, with
+# them set in its own process.
+SET_IN_COMMAND = ("TMPDIR", "TF_CONFIG")
+
+
+def _runs_preloaded(env, fresh) -> bool:
+    return (not fresh and set(env or {}) <= set(SET_IN_COMMAND)
+            and _environment_of_tests() == _PRELOADED.get("environment"))
+
+
 def _environment_of_tests() -> dict:
     """This process's environment but the variable pytest changes at every test phase."""
     return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
 
 
-def _run_preloaded(argv: list, cwd, timeout: int) -> subprocess.CompletedProcess:
-    """`argv` run by `preloaded_commands.py` (started if it is not running), as
-    `subprocess.run` would run it."""
+def _preloaded_request(request: dict) -> dict:
+    """`request` sent to this session's `preloaded_commands.py` (started if it is not
+    running); its answer."""
     process = _PRELOADED.get("process")
     if process is None or process.poll() is not None:
         process = _PRELOADED["process"] = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "preloaded_commands.py")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process.stdin.write(json.dumps(request) + "\n")
+    process.stdin.flush()
+    reply = process.stdout.readline()
+    if not reply:
+        raise RuntimeError(f"preloaded_commands.py ended before answering {request}")
+    return json.loads(reply)
+
+
+def _run_preloaded(argv: list, cwd, timeout: int, env) -> subprocess.CompletedProcess:
+    """`argv` run by `preloaded_commands.py`, as `subprocess.run` would run it."""
     with tempfile.TemporaryDirectory() as directory:
         outputs = [os.path.join(directory, name) for name in ("stdout", "stderr")]
-        process.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd or os.getcwd()),
-                                        "stdout": outputs[0], "stderr": outputs[1],
-                                        "timeout": timeout}) + "\n")
-        process.stdin.flush()
-        reply = process.stdout.readline()
-        if not reply:
-            raise RuntimeError(f"preloaded_commands.py ended before running {argv}")
-        code = json.loads(reply)["code"]
+        code = _preloaded_request({"argv": argv, "cwd": str(cwd or os.getcwd()),
+                                   "stdout": outputs[0], "stderr": outputs[1],
+                                   "timeout": timeout, "env": env or {}})["code"]
         stdout, stderr = (open(path, encoding="utf-8").read() for path in outputs)
     if code == -signal.SIGALRM:
         raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
     return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+
+class _PreloadedCommand:
+    """A command started in the background by `preloaded_commands.py`, with what the tests
+    use of `subprocess.Popen`: `pid`, `send_signal`, `communicate` (stdout and stderr
+    merged, in the first value) and `returncode`."""
+
+    def __init__(self, argv: list, env, timeout: int):
+        self._directory = tempfile.TemporaryDirectory()
+        self._output = os.path.join(self._directory.name, "output")
+        self.args, self.returncode = argv, None
+        self.pid = _preloaded_request({"argv": argv, "cwd": os.getcwd(),
+                                       "stdout": self._output, "stderr": self._output,
+                                       "timeout": timeout, "env": env or {},
+                                       "background": True})["pid"]
+
+    def send_signal(self, number):
+        os.kill(self.pid, number)
+
+    def communicate(self, timeout=None):
+        deadline = time.time() + (timeout or float("inf"))
+        while not self._ended():  # asking to wait would block this process until it ends
+            if time.time() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.1)
+        self.returncode = _preloaded_request({"wait": self.pid})["code"]
+        with open(self._output, encoding="utf-8") as f:
+            output = f.read()
+        self._directory.cleanup()
+        return output, None
+
+    def _ended(self) -> bool:
+        """Whether the command has exited (a zombie until its parent waits for it)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 # The SQuAD 2.0 questions of the `finetuned` fixture's `qa` run.

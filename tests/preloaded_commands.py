@@ -8,11 +8,16 @@ it: its own TensorFlow runtime, flags, `__main__`, exit status and output. Forki
 here because this process never starts TensorFlow's runtime (it runs no op), and nothing
 of ours is imported before the fork: a command imports `electra_tf` itself, as from a
 shell. `conftest.run_command` sends only commands whose environment is the one this
-process started with (TensorFlow reads some variables when it is imported).
+process started with (TensorFlow reads some variables when it is imported) but for
+variables read when used (`conftest.SET_IN_COMMAND`), set in the command's process. Its
+runtime not started, a command still sets up logical devices or a cluster of workers.
 
 Protocol: a JSON request per line on stdin, {"argv": [program, *args], "cwd",
-"stdout": path, "stderr": path, "timeout": s}; one line back on stdout, {"code": exit
-status}, when the command has ended (killed by a signal: minus its number).
+"stdout": path, "stderr": path (may be the same path), "timeout": s, "env": variables
+set (null: removed) in the command's process}; one line back on stdout, {"code": exit
+status}, when the command has ended (killed by a signal: minus its number). With
+"background": true the answer is {"pid"} at once, and {"wait": pid} later answers the
+command's {"code"}: a test can signal a command, or run two at once.
 """
 
 import atexit
@@ -21,6 +26,7 @@ import os
 import runpy
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -54,9 +60,15 @@ def _child(request: dict) -> None:
     code = 1
     try:
         os.chdir(request["cwd"])
-        for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                                (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
-                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
+        for name, value in request.get("env", {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir = None  # found again from TMPDIR when first needed
+        written = os.O_WRONLY | os.O_CREAT | os.O_APPEND  # stdout and stderr may share a file
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], written),
+                                (2, request["stderr"], written)):
             opened = os.open(path, flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
@@ -83,11 +95,16 @@ def main() -> None:
 
     for line in sys.stdin:
         request = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
+        pid = request.get("wait")
+        if pid is None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(request)
+            if request.get("background"):
+                print(json.dumps({"pid": pid}), flush=True)
+                continue
         _, status = os.waitpid(pid, 0)
         print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
 

@@ -10,15 +10,13 @@ first moment does, so a wrong division by the number of replicas shows there.
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import distributed_run
-from conftest import ROOT
+from conftest import ROOT, start_command
 
 HELPER = str(ROOT / "tests" / "distributed_run.py")
 
@@ -43,10 +41,7 @@ def pretrain(data, vocab, runs, env=None):
     specs = [{"strategy": strategy, "model_dir": str(model_dir), "overrides": overrides,
               "eval_batches": eval_batches}
              for strategy, model_dir, overrides, eval_batches in runs]
-    return subprocess.Popen(
-        [sys.executable, HELPER, data, vocab, json.dumps(specs)],
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_command("python", HELPER, data, vocab, json.dumps(specs), env=env)
 
 
 def finished(*processes):
