@@ -125,8 +125,9 @@ def _environment(env):
 def start_command(*args, env=None, timeout=600):
     """Starts a command in the background (preloaded as `run_command`'s, else in a process
     of its own); its stdout and stderr are merged. `env` as `run_command`'s."""
-    if _runs_preloaded(env, fresh=False):
-        return _PreloadedCommand(_command(args), env, timeout)
+    variables = _variables_to_set(env, fresh=False)
+    if variables is not None:
+        return _PreloadedCommand(_command(args), variables, timeout)
     return subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=_environment(env))
 
@@ -135,10 +136,10 @@ def run_command(*args, check=True, env=None, timeout=600, fresh=False, **kwargs)
     """Runs a command of this environment as a user would; fails the test on a non-zero
     exit status unless `check` is False. `env` adds variables (None removes one). Commands
     run preloaded (`commands_run_preloaded`) unless `fresh` (for a test of what a command
-    imports), given variables but those of SET_IN_COMMAND, or run while a test has changed
-    the environment."""
-    if _runs_preloaded(env, fresh) and set(kwargs) <= {"cwd"}:
-        result = _run_preloaded(_command(args), kwargs.get("cwd"), timeout, env)
+    imports) or given, by `env` or by the test, a variable outside SET_IN_COMMAND."""
+    variables = _variables_to_set(env, fresh)
+    if variables is not None and set(kwargs) <= {"cwd"}:
+        result = _run_preloaded(_command(args), kwargs.get("cwd"), timeout, variables)
     else:
         result = subprocess.run(_command(args), capture_output=True, text=True,
                                 timeout=timeout, env=_environment(env), **kwargs)
@@ -147,15 +148,27 @@ def run_command(*args, check=True, env=None, timeout=600, fresh=False, **kwargs)
     return result
 
 
-# Variables read when they are used rather than when TensorFlow or keras-hub is imported (a
-# run's cluster, the temporary directory): a command given them still runs preloaded, with
-# them set in its own process.
-SET_IN_COMMAND = ("TMPDIR", "TF_CONFIG")
+# Variables read when they are used rather than when TensorFlow or keras-hub is imported: a
+# command given them still runs preloaded, with them set in its own process. The temporary
+# directory, a run's cluster, the model zoo's (ours read at every use, as is the Hugging
+# Face endpoint and cache our downloads pass on: `electra_tf/zoo/download.py`), and torch's
+# compilation cache, which torch sets in the tests' process on first use of its compiler
+# (the parity tests): before it was listed, every command after one ran fresh.
+SET_IN_COMMAND = ("TMPDIR", "TF_CONFIG", "ELECTRA_TF_HOME", "ELECTRA_TF_CATALOG",
+                  "HF_ENDPOINT", "HF_HUB_CACHE", "TORCHINDUCTOR_CACHE_DIR")
 
 
-def _runs_preloaded(env, fresh) -> bool:
-    return (not fresh and set(env or {}) <= set(SET_IN_COMMAND)
-            and _environment_of_tests() == _PRELOADED.get("environment"))
+def _variables_to_set(env, fresh):
+    """The variables a command sets in its process to run preloaded: the test's changes to
+    the session's environment, then `env`; None when it must start fresh instead."""
+    session = _PRELOADED.get("environment")
+    if fresh or session is None:
+        return None
+    current = _environment_of_tests()
+    variables = {name: current.get(name) for name in set(current) | set(session)
+                 if current.get(name) != session.get(name)}
+    variables.update(env or {})
+    return variables if set(variables) <= set(SET_IN_COMMAND) else None
 
 
 def _environment_of_tests() -> dict:
