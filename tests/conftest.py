@@ -192,13 +192,15 @@ def _preloaded_request(request: dict) -> dict:
     return json.loads(reply)
 
 
-def _run_preloaded(argv: list, cwd, timeout: int, env) -> subprocess.CompletedProcess:
-    """`argv` run by `preloaded_commands.py`, as `subprocess.run` would run it."""
+def _run_preloaded(argv: list, cwd, timeout: int,
+                   variables: dict) -> subprocess.CompletedProcess:
+    """`argv` run by `preloaded_commands.py` with `variables` set (`_variables_to_set`), as
+    `subprocess.run` would run it."""
     with tempfile.TemporaryDirectory() as directory:
         outputs = [os.path.join(directory, name) for name in ("stdout", "stderr")]
         code = _preloaded_request({"argv": argv, "cwd": str(cwd or os.getcwd()),
                                    "stdout": outputs[0], "stderr": outputs[1],
-                                   "timeout": timeout, "env": env or {}})["code"]
+                                   "timeout": timeout, "env": variables})["code"]
         stdout, stderr = (open(path, encoding="utf-8").read() for path in outputs)
     if code == -signal.SIGALRM:
         raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
@@ -210,13 +212,13 @@ class _PreloadedCommand:
     use of `subprocess.Popen`: `pid`, `send_signal`, `communicate` (stdout and stderr
     merged, in the first value) and `returncode`."""
 
-    def __init__(self, argv: list, env, timeout: int):
+    def __init__(self, argv: list, variables: dict, timeout: int):
         self._directory = tempfile.TemporaryDirectory()
         self._output = os.path.join(self._directory.name, "output")
         self.args, self.returncode = argv, None
         self.pid = _preloaded_request({"argv": argv, "cwd": os.getcwd(),
                                        "stdout": self._output, "stderr": self._output,
-                                       "timeout": timeout, "env": env or {},
+                                       "timeout": timeout, "env": variables,
                                        "background": True})["pid"]
 
     def send_signal(self, number):
