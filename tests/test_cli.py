@@ -103,6 +103,25 @@ def test_a_full_disk_or_an_unwritable_cache_is_one_line(tmp_path, monkeypatch, c
     assert f"cannot write {tmp_path / 'a-file' / 'cache'}" in run["stderr"]
 
 
+def test_a_command_leaves_what_tensorflow_imported_out_of_garbage_collections():
+    import gc
+
+    from electra_tf_cli import common
+
+    seen = {}
+
+    def run(argv):
+        seen.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count())
+
+    gc.unfreeze()  # the tests' own (conftest.pytest_collection_finish)
+    try:
+        common.wrap(run)([])
+    finally:
+        gc.freeze()
+    assert seen["enabled"]  # collections run again for the command's own objects
+    assert seen["frozen"] > 100_000  # TensorFlow's: over 300,000
+
+
 def test_every_flag_of_every_command_says_what_it_does():
     """Each command's own flags (and the shared ones) have a real help text, not a bare
     default or the placeholder of an undocumented dataclass field, and defining them loads
