@@ -21,6 +21,7 @@ command's {"code"}: a test can signal a command, or run two at once.
 """
 
 import atexit
+import gc
 import json
 import os
 import runpy
@@ -92,6 +93,10 @@ def _child(request: dict) -> None:
 
 def main() -> None:
     import keras_hub  # noqa: F401  (with TensorFlow, Keras and tf-text)
+
+    # The commands' full garbage collections leave out what this process imported, as the
+    # tests' own do (conftest.pytest_collection_finish).
+    gc.freeze()
 
     for line in sys.stdin:
         request = json.loads(line)
