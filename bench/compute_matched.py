@@ -28,7 +28,7 @@ before looking at results and is the same for every objective.
 
 from electra_tf_cli import common
 
-common.quiet_tensorflow()
+common.import_tensorflow()
 
 import json  # noqa: E402
 import os  # noqa: E402

@@ -21,7 +21,7 @@ Tasks: `novel_or_speech` (a sentence from Moby-Dick or from a State of the Union
 
 from electra_tf_cli import common
 
-common.quiet_tensorflow()
+common.import_tensorflow()
 
 import json  # noqa: E402
 import os  # noqa: E402

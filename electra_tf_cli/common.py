@@ -1,6 +1,7 @@
 """What the command-line apps share: quiet TensorFlow start-up, one-line user errors, and
 flags generated from the library's dataclasses."""
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -12,23 +13,40 @@ import typing
 VERBOSE_FLAGS = ("--verbose", "--verbose=true", "--verbose=1")
 
 
-def quiet_tensorflow(verbose: typing.Optional[bool] = None) -> None:
-    """Silences TensorFlow's C++ INFO/WARNING/ERROR lines (oneDNN notices, GPU probing on
-    machines without one) unless `verbose` (None: `--verbose` in `sys.argv`) or the user
-    set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports TensorFlow."""
+def import_tensorflow(verbose: typing.Optional[bool] = None) -> None:
+    """Imports TensorFlow for a command. Its C++ INFO/WARNING/ERROR lines (oneDNN notices,
+    GPU probing on machines without one) are silenced unless `verbose` (None: `--verbose`
+    in `sys.argv`) or the user set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports
+    TensorFlow."""
     import electra_tf  # noqa: F401  (TensorFlow's CPU memory settings)
 
     if verbose is None:
         verbose = any(a in VERBOSE_FLAGS for a in sys.argv)
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or verbose:
-        return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    # TensorFlow's shared libraries log a few lines while they load, before its logging
-    # reads the variable above: standard error is closed for the import alone.
+    quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and not verbose
+    if quiet:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # Python's garbage collector scans every object at its full collections, and the import
+    # makes over 300,000 that are never garbage: collections off while it runs, then those
+    # objects left out of later scans. Imports 0.8-1.3 s of CPU faster (of 4.7-5.7 s), a
+    # 3-step `tiny` electra-pretrain 19.8-20.8 -> 15.2-18.0 s (2-core AVX2 EPYC;
+    # docs/results.md).
+    gc.disable()
+    try:
+        with _standard_error_closed() if quiet else contextlib.nullcontext():
+            import tensorflow  # noqa: F401
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+@contextlib.contextmanager
+def _standard_error_closed():
+    """Within, nothing reaches standard error: TensorFlow's shared libraries log a few lines
+    while they load, before its logging reads TF_CPP_MIN_LOG_LEVEL."""
     saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     try:
-        import tensorflow  # noqa: F401
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -66,7 +84,7 @@ def define(app) -> None:
 
 
 def wrap(run):
-    """An absl main calling `run(argv)` once TensorFlow is loaded (`quiet_tensorflow`): a
+    """An absl main calling `run(argv)` once TensorFlow is loaded (`import_tensorflow`): a
     user error prints `error: <message>` and exits with status 2."""
     from absl import flags, logging
 
@@ -76,18 +94,7 @@ def wrap(run):
         # TensorFlow logs every checkpoint write at INFO through absl; users need warnings.
         verbose = "verbose" in flags.FLAGS and flags.FLAGS.verbose  # scripts may lack it
         logging.set_verbosity(logging.INFO if verbose else logging.WARNING)
-        # Python's garbage collector scans every object at its full collections, and
-        # TensorFlow's import makes over 300,000 that are never garbage: collections off
-        # while it imports, then those objects left out of later scans. Imports 0.8-1.3 s
-        # of CPU faster (of 4.7-5.7 s), a 3-step `tiny` electra-pretrain 19.8-20.8 ->
-        # 15.2-18.0 s (2-core AVX2 EPYC; docs/results.md).
-        gc.disable()
-        try:
-            quiet_tensorflow(verbose)
-            import tensorflow  # noqa: F401
-        finally:
-            gc.freeze()
-            gc.enable()
+        import_tensorflow(verbose)
         try:
             return run(argv)
         except UserError as e:
