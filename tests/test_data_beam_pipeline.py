@@ -11,7 +11,7 @@ from conftest import DEMO, run_command
 from electra_tf.data import beam_pipeline
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
-from electra_tf.errors import CorpusError
+from electra_tf.errors import ConfigError, CorpusError
 
 ONE = "--direct_num_workers=1"
 
@@ -75,6 +75,17 @@ def test_rebuild_with_fewer_shards_removes_the_old_ones(tmp_path, corpus_pattern
         "manifest.json", "pretrain_data.tfrecord-00000-of-00002",
         "pretrain_data.tfrecord-00001-of-00002"]
     assert sum(records(manifest["file_pattern"]).values()) == manifest["num_examples"]
+
+
+def test_shards_another_tool_wrote_stop_the_build_untouched(tmp_path, corpus_pattern,
+                                                           vocab_path):
+    theirs = tmp_path / "shards" / "pretrain_data.tfrecord-0-of-1"  # the official builder's
+    theirs.parent.mkdir()
+    theirs.write_text("theirs")
+    with pytest.raises(ConfigError, match="pretrain_data.tfrecord-0-of-1"):
+        beam_pipeline.build_with_beam(corpus_pattern, str(theirs.parent), builder.BuildOptions(
+            vocab_path=vocab_path, max_seq_length=32), 2, pipeline_args=ONE)
+    assert os.listdir(theirs.parent) == [theirs.name] and theirs.read_text() == "theirs"
 
 
 def test_a_pattern_matching_nothing_is_a_clear_error(tmp_path, vocab_path):

@@ -6,7 +6,7 @@ import pytest
 
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
-from electra_tf.errors import CorpusError
+from electra_tf.errors import ConfigError, CorpusError
 from electra_tf.text import vocab
 
 
@@ -50,6 +50,52 @@ def test_build_is_deterministic_and_leaves_no_temporary_files(tmp_path, small_co
     assert read_examples(str(tmp_path / "a" / "pretrain*")) == read_examples(
         str(tmp_path / "b" / "pretrain*"))
     assert not [n for n in os.listdir(tmp_path / "a") if ".tmp" in n]
+
+
+def test_a_rebuild_replaces_what_builds_of_ours_wrote_and_refuses_other_shards(
+        tmp_path, small_corpus, vocab_path, monkeypatch):
+    """A finished build, then one killed midway (temporaries and its record left), are
+    replaced by the next build; shards another tool wrote, or a manifest not ours, stop the
+    build before anything is removed."""
+    options = builder.BuildOptions(vocab_path=vocab_path, max_seq_length=32)
+    out = tmp_path / "out"
+    builder.build_pretraining_data(small_corpus, str(out), options, num_shards=3,
+                                   show_progress=False)
+    serialize, written = builder.serialize_example, []
+
+    def killed_after_ten(example):
+        written.append(example)
+        if len(written) > 10:
+            raise KeyboardInterrupt
+        return serialize(example)
+
+    monkeypatch.setattr(builder, "serialize_example", killed_after_ten)
+    with pytest.raises(KeyboardInterrupt):
+        builder.build_pretraining_data(small_corpus, str(out), options, num_shards=2,
+                                       show_progress=False)
+    left = sorted(os.listdir(out))
+    assert left[0] == builder.BUILDING and len(left) == 3 and ".tmp-" in left[1]
+    monkeypatch.undo()
+    builder.build_pretraining_data(small_corpus, str(out), options, num_shards=2,
+                                   show_progress=False)
+    finished = sorted(os.listdir(out))
+    assert finished == [builder.MANIFEST, "pretrain_data.tfrecord-00000-of-00002",
+                        "pretrain_data.tfrecord-00001-of-00002"]
+
+    for name, text, match in (("pretrain_data.tfrecord-0-of-1", "theirs", "shard file"),
+                              (builder.MANIFEST, '{"name": "theirs"}', "not a record")):
+        theirs = tmp_path / "theirs" / name  # the official builder's shard name, first
+        theirs.parent.mkdir(exist_ok=True)
+        theirs.write_text(text)
+        with pytest.raises(ConfigError, match=match):
+            builder.build_pretraining_data(small_corpus, str(theirs.parent), options,
+                                           show_progress=False)
+        assert os.listdir(theirs.parent) == [name] and theirs.read_text() == text
+        theirs.unlink()
+    (out / "pretrain_data.tfrecord-00000-of-00001").write_text("theirs")
+    with pytest.raises(ConfigError, match="00000-of-00001"):
+        builder.build_pretraining_data(small_corpus, str(out), options, show_progress=False)
+    assert sorted(os.listdir(out)) == sorted(finished + ["pretrain_data.tfrecord-00000-of-00001"])
 
 
 def test_parallel_build_writes_every_example(tmp_path, small_corpus, vocab_path):

@@ -84,21 +84,23 @@ def corpus_files(corpus_pattern: str) -> list:
     return sorted(files.items())
 
 
-def _remove_previous_build(output_dir: str) -> None:
-    """Shards of an earlier build (possibly another --num_shards) and its manifest."""
-    pattern = FileSystems.join(output_dir, "pretrain_data.tfrecord-*")
-    stale = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
-    manifest = FileSystems.join(output_dir, builder.MANIFEST)
-    FileSystems.delete(stale + ([manifest] if FileSystems.exists(manifest) else []))
+def _start_build(output_dir: str, num_shards: int) -> None:
+    """Removes what earlier builds of ours wrote there, and records this one
+    (`builder.BUILDING`)."""
+    listed = FileSystems.match([FileSystems.join(output_dir, "*")])[0].metadata_list
+    earlier = builder.earlier_build_files(
+        output_dir, [os.path.basename(m.path.rstrip("/")) for m in listed], FileSystems.open)
+    FileSystems.delete([FileSystems.join(output_dir, name) for name in earlier])
+    _write_json(output_dir, builder.BUILDING, {"num_shards": num_shards})
 
 
-def _write_manifest(output_dir: str, manifest: dict) -> None:
-    path = FileSystems.join(output_dir, builder.MANIFEST)
+def _write_json(output_dir: str, name: str, value: dict) -> None:
+    path = FileSystems.join(output_dir, name)
     if _is_url(output_dir):  # object stores make a closed object visible at once
         with FileSystems.create(path) as f:
-            f.write((json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
+            f.write((json.dumps(value, indent=2) + "\n").encode("utf-8"))
     else:
-        write_json(path, manifest)
+        write_json(path, value)
 
 
 def _counter(result, name: str) -> int:
@@ -126,7 +128,7 @@ def build_with_beam(corpus_pattern: str, output_dir: str, options: builder.Build
     pipeline_options.view_as(StandardOptions).runner = runner
     if not _is_url(output_dir):
         os.makedirs(output_dir, exist_ok=True)
-    _remove_previous_build(output_dir)
+    _start_build(output_dir, num_shards)
 
     start = time.time()
     pipeline = beam.Pipeline(options=pipeline_options)
@@ -147,5 +149,6 @@ def build_with_beam(corpus_pattern: str, output_dir: str, options: builder.Build
         num_tokens=_counter(result, "num_tokens"), num_shards=num_shards,
         runner=runner, num_files=len(files), corpus_bytes=sum(size for _, size in files),
         undecodable_lines=_counter(result, "undecodable_lines"))
-    _write_manifest(output_dir, manifest)
+    _write_json(output_dir, builder.MANIFEST, manifest)
+    FileSystems.delete([FileSystems.join(output_dir, builder.BUILDING)])
     return manifest

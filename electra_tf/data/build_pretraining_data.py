@@ -4,8 +4,9 @@ Streaming and bounded in memory: lines are read, sentence-split and tokenized in
 batches; each worker process owns a disjoint set of input files and of output shards
 (shard i belongs to worker i % num_processes) and writes each example to its next shard in
 turn, as the official builder does. Shards are written to a temporary name and renamed when
-complete, so a crash never leaves a truncated shard under a final name. Output is
-deterministic for a given corpus, vocab, seed and number of processes.
+complete, so a crash never leaves a truncated shard under a final name. A rebuild into the
+same directory replaces only the files earlier builds wrote (`earlier_build_files`). Output
+is deterministic for a given corpus, vocab, seed and number of processes.
 """
 
 import dataclasses
@@ -18,12 +19,15 @@ import random
 import sys
 import time
 
-from electra_tf.files import write_json
-from electra_tf.errors import CorpusError
+from electra_tf.files import read_json, write_json
+from electra_tf.errors import ConfigError, CorpusError
 from electra_tf.text import corpus, vocab as vocab_lib
 from electra_tf.text.sentences import split_sentences
 
 MANIFEST = "manifest.json"
+# Written before a build's first shard and removed after its manifest: names the shards of a
+# build under way, so that a rerun after a kill knows them for its own.
+BUILDING = "building.json"
 SHARD_PATTERN = "pretrain_data.tfrecord-{:05d}-of-{:05d}"
 _SENTENCES_PER_BATCH = 256
 _END_OF_FILE = object()  # follows the last sentence of each file in the token stream
@@ -175,9 +179,9 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
               "more files to pack it in parallel.", file=sys.stderr)
     num_processes = max(1, min(num_processes, num_shards, len(files)))
     os.makedirs(output_dir, exist_ok=True)
-    for name in os.listdir(output_dir):  # leftovers of an interrupted build
-        if name.startswith("pretrain_data.tfrecord-") or name == MANIFEST:
-            os.remove(os.path.join(output_dir, name))
+    for name in earlier_build_files(output_dir, os.listdir(output_dir)):
+        os.remove(os.path.join(output_dir, name))
+    write_json(os.path.join(output_dir, BUILDING), {"num_shards": num_shards})
 
     start = time.time()
     total_bytes = sum(os.path.getsize(f) for f in files)
@@ -213,7 +217,43 @@ def build_pretraining_data(corpus_pattern, output_dir, options: BuildOptions,
         num_processes=num_processes, num_files=len(files), corpus_bytes=total_bytes,
         undecodable_lines=stats.bad_lines)
     write_json(os.path.join(output_dir, MANIFEST), manifest)
+    os.remove(os.path.join(output_dir, BUILDING))
     return manifest
+
+
+def earlier_build_files(output_dir: str, names, open_binary=None) -> list:
+    """Of `names` (the entries of `output_dir`), those an earlier build wrote: the shards
+    (and a killed build's temporaries) that its manifest or BUILDING record names, then the
+    records (read with `open_binary(path)`, as in `corpus.read_lines`). Shard-named files
+    no record accounts for, such as the official builder's, are refused rather than
+    replaced: a rebuild removes only what a build of ours wrote."""
+    counts = {}
+    for record in (MANIFEST, BUILDING):
+        if record in names:
+            path = os.path.join(output_dir, record)
+            with (open_binary(path) if open_binary else open(path, "rb")) as f:
+                try:
+                    value = json.loads(f.read())
+                except ValueError:
+                    value = None
+            if not isinstance(value, dict) or not isinstance(value.get("num_shards"), int):
+                raise ConfigError(f"{path} is not a record of electra-build-data (or is "
+                                  "damaged): remove it, or choose another --output_dir.")
+            counts[record] = value["num_shards"]
+    ours = {SHARD_PATTERN.format(i, n) for n in counts.values() for i in range(n)}
+    shards, foreign = [], []
+    for name in sorted(names):
+        shard, temporary, pid = name.partition(".tmp-")
+        if name in ours or (shard in ours and temporary and pid.isdigit()):
+            shards.append(name)
+        elif name.startswith("pretrain_data.tfrecord"):
+            foreign.append(name)
+    if foreign:
+        examples = ", ".join(foreign[:2]) + (", ..." if len(foreign) > 2 else "")
+        raise ConfigError(f"{output_dir} holds {len(foreign)} shard file(s) that "
+                          f"electra-build-data did not write ({examples}): move them, or "
+                          "choose another --output_dir.")
+    return shards + list(counts)
 
 
 def make_manifest(corpus_pattern, output_dir, options: BuildOptions, seconds: float,
@@ -271,8 +311,4 @@ def _run_processes(worker_args, on_progress):
 
 def load_manifest(output_dir: str):
     """The manifest of a completed build, or None when there is none."""
-    path = os.path.join(output_dir, MANIFEST)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(os.path.join(output_dir, MANIFEST), "remove it to build the shards again.")
