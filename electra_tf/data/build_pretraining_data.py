@@ -237,8 +237,8 @@ def earlier_build_files(output_dir: str, names, open_binary=None) -> list:
                 except ValueError:
                     value = None
             if not isinstance(value, dict) or not isinstance(value.get("num_shards"), int):
-                raise ConfigError(f"{path} is not a record of electra-build-data (or is "
-                                  "damaged): remove it, or choose another --output_dir.")
+                raise ConfigError(f"{path} is not a record of the data builder (or is "
+                                  "damaged): remove it, or choose another output directory.")
             counts[record] = value["num_shards"]
     ours = {SHARD_PATTERN.format(i, n) for n in counts.values() for i in range(n)}
     shards, foreign = [], []
@@ -251,8 +251,8 @@ def earlier_build_files(output_dir: str, names, open_binary=None) -> list:
     if foreign:
         examples = ", ".join(foreign[:2]) + (", ..." if len(foreign) > 2 else "")
         raise ConfigError(f"{output_dir} holds {len(foreign)} shard file(s) that "
-                          f"electra-build-data did not write ({examples}): move them, or "
-                          "choose another --output_dir.")
+                          f"the data builder did not write ({examples}): move them, or "
+                          "choose another output directory.")
     return shards + list(counts)
 
 
