@@ -29,6 +29,7 @@ MANIFEST = "manifest.json"
 # build under way, so that a rerun after a kill knows them for its own.
 BUILDING = "building.json"
 SHARD_PATTERN = "pretrain_data.tfrecord-{:05d}-of-{:05d}"
+_TEMPORARY = ".tmp-"  # a shard is written as <its name>.tmp-<pid>, then renamed
 _SENTENCES_PER_BATCH = 256
 _END_OF_FILE = object()  # follows the last sentence of each file in the token stream
 
@@ -124,7 +125,7 @@ def _run_worker(worker, num_workers, files, output_dir, num_shards, options, pro
     shard_indices = list(range(worker, num_shards, num_workers))
     finals = [os.path.join(output_dir, SHARD_PATTERN.format(i, num_shards))
               for i in shard_indices]
-    temps = [f"{path}.tmp-{os.getpid()}" for path in finals]
+    temps = [f"{path}{_TEMPORARY}{os.getpid()}" for path in finals]
     writers = [tf.io.TFRecordWriter(path) for path in temps]
     stats = corpus.DecodeStats()
     written = real_tokens = bytes_reported = 0
@@ -243,7 +244,7 @@ def earlier_build_files(output_dir: str, names, open_binary=None) -> list:
     ours = {SHARD_PATTERN.format(i, n) for n in counts.values() for i in range(n)}
     shards, foreign = [], []
     for name in sorted(names):
-        shard, temporary, pid = name.partition(".tmp-")
+        shard, temporary, pid = name.partition(_TEMPORARY)
         if name in ours or (shard in ours and temporary and pid.isdigit()):
             shards.append(name)
         elif name.startswith("pretrain_data.tfrecord"):
