@@ -12,12 +12,12 @@ EPYC). Five more passes changed no node and no edge of any function our models r
 CPU (pretraining steps in float32, in bfloat16 and accumulating gradients, fine-tuning
 steps, predictions), yet ran for each: TFG's MLIR round trip, the function, loop and shape
 optimisers and the implementation selector (it swaps in a function's GPU version, for
-Keras 2's recurrent layers).
-Without them ELECTRA-Small's first pretraining step came 2.6-3.7 s sooner (22.4-23.3 s ->
-18.7-20.7 s, two pairs of fresh processes, 2-core AVX2 EPYC) at the same steady speed
-(3.97-4.24 s -> 3.89-4.02 s a step). Constant folding is kept: it changes a few nodes.
-TensorFlow takes these settings from the configuration each function call carries, so they
-hold for the calls `fit` makes inside `one_optimization_round` only.
+Keras 2's recurrent layers). Without them ELECTRA-Small's first pretraining step came
+2.6-3.7 s sooner (22.4-23.3 s -> 18.7-20.7 s, two pairs of fresh processes, 2-core AVX2
+EPYC) at the same steady speed (3.97-4.24 s -> 3.89-4.02 s a step). Constant folding is
+kept: it changes a few nodes. TensorFlow takes these settings from the configuration each
+function call carries, so they hold for the calls `fit` makes inside
+`one_optimization_round` only.
 
 A model computing in float16 on a CPU also goes without the remapper, the pass that fuses a
 `MatMul` and its `BiasAdd` into one oneDNN kernel: oneDNN has no float16 kernel of that
