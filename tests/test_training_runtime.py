@@ -114,6 +114,32 @@ def test_fit_optimizes_its_functions_in_one_grappler_round_of_fewer_passes_other
             "remapper", "dependency_optimizer"} <= set(fit)
 
 
+_EAGER_OPS = """
+import tensorflow as tf
+from electra_tf.config import ElectraConfig
+from electra_tf.layers.encoder import ElectraEncoder
+
+def run_as_a_function():
+    # TensorFlow's error then names the one-op function it wrapped the op in.
+    try:
+        tf.reshape(tf.ones([3]), [2])
+    except tf.errors.InvalidArgumentError as e:
+        return "{{function_node __wrapped__Reshape" in str(e)
+
+before = run_as_a_function()
+ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=100)).build()
+print(before, run_as_a_function())
+"""
+
+
+def test_building_an_encoder_on_a_cpu_runs_eager_ops_by_their_kernels_from_then_on():
+    # Each new variable's ops then skip instantiating a function: ELECTRA-Small's
+    # pretrainer and optimizer built in 4.0-4.6 s instead of 6.8-7.7 s (electra_tf/tf_runtime).
+    printed = subprocess.run([sys.executable, "-c", _EAGER_OPS], capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert printed == ["True", "False"]
+
+
 @pytest.mark.parametrize("options, message", [
     (dict(strategy="gpu"), "--strategy gpu: TensorFlow sees no GPU on this machine; use "
                            "--strategy cpu"),

@@ -29,20 +29,16 @@ pretraining step at 32 x 64, 6.0 s against 0.065 s without the remapper).
 import contextlib
 import functools
 
-import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
+
+from electra_tf.tf_runtime import accelerator_visible
 
 
 def call_config() -> config_pb2.ConfigProto:
     """The configuration the next function call carries (Grappler's settings among it)."""
     return config_pb2.ConfigProto.FromString(
         context.context().function_call_options.config_proto_serialized)
-
-
-def accelerator_visible() -> bool:
-    """Whether TensorFlow sees a GPU or a TPU (else everything runs on the CPU)."""
-    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
 # Passes that changed nothing in our functions on a CPU (see above).

@@ -24,7 +24,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
-from electra_tf.training.graph_optimization import accelerator_visible
+from electra_tf.tf_runtime import accelerator_visible
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
 
 
