@@ -83,6 +83,26 @@ def test_gradients_are_clipped_to_their_global_norm():
     assert not np.allclose(moments(0.0, 1.0), clipped)
 
 
+@pytest.mark.parametrize("clip_norm", [0.7, 100.0])
+def test_clipping_equals_tensorflows_bit_for_bit_sparse_gradients_included(clip_norm):
+    # Written by hand (without tf.clip_by_global_norm's identity op per gradient): the
+    # same values, and an embedding's gathered rows (one repeated) counted as TensorFlow
+    # counts them.
+    rng = np.random.default_rng(0)
+    gradients = [tf.constant(rng.normal(size=(5, 3)), tf.float32),
+                 tf.IndexedSlices(tf.constant(rng.normal(size=(4, 3)), tf.float32),
+                                  tf.constant([0, 2, 2, 1]), tf.constant([5, 3]))]
+    variables = [tf.Variable(tf.zeros([5, 3])) for _ in gradients]
+    ours = AdamWeightDecay(clip_norm=clip_norm)._all_reduce_sum_gradients(
+        list(zip(gradients, variables)))
+    expected, _ = tf.clip_by_global_norm(gradients, clip_norm)
+    assert isinstance(ours[1][0], tf.IndexedSlices)
+    assert [variable for _, variable in ours] == variables
+    for (gradient, _), reference in zip(ours, expected):
+        np.testing.assert_array_equal(tf.convert_to_tensor(gradient),
+                                      tf.convert_to_tensor(reference))
+
+
 def test_layerwise_decay_is_correct_by_default_and_official_on_request():
     encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("tiny", vocab_size=50))
     encoder({"input_word_ids": np.ones((1, 4), "int32"), "input_mask": np.ones((1, 4), "int32"),

@@ -87,8 +87,13 @@ class AdamWeightDecay(keras.optimizers.Adam):
         if not self.clip_norm:
             return grads_and_vars
         grads, variables = zip(*grads_and_vars)
-        clipped, _ = tf.clip_by_global_norm(list(grads), self.clip_norm)
-        return list(zip(clipped, variables))
+        norm = tf.linalg.global_norm(grads)
+        # tf.clip_by_global_norm's scale (NaN if the norm is), applied without the identity
+        # op it adds to each gradient: 400 of the ~8,200 ops traced for ELECTRA-Small's step.
+        scale = self.clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0) / self.clip_norm)
+        scale += norm - norm
+        return [(_scaled(gradient, scale), variable)
+                for gradient, variable in zip(grads, variables)]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # The TensorFlow backend's per-step entry to the variables' updates: Adam's scalars
@@ -128,6 +133,15 @@ class AdamWeightDecay(keras.optimizers.Adam):
                        "no_decay_paths": sorted(self.no_decay_paths),
                        "clip_norm": self.clip_norm})
         return config
+
+
+def _scaled(gradient, scale):
+    """`gradient` x `scale`; an embedding's sparse gradient stays sparse (its norm counted
+    each gathered row, as `tf.clip_by_global_norm` does)."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * scale, gradient.indices,
+                                gradient.dense_shape)
+    return gradient * scale
 
 
 class _StepScalars:
