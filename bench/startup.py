@@ -11,7 +11,10 @@ packed ids: ours (`ElectraTextClassifier.fit`), keras-hub's `BertTextClassifier.
 `BertBackbone` of ELECTRA-Small's discriminator shape (keras-hub has no ELECTRA task model)
 and Hugging Face's `ElectraForSequenceClassification` (fused AdamW). Pretraining: ours
 (`ElectraPretrainer.fit`, what `electra-pretrain` runs) against the torch RTD step
-(`torch_rtd.py`), 32 x 128.
+(`torch_rtd.py`), 32 x 128. The command: a whole `electra-pretrain --preset small` run of
+one step, each a fresh process (its imports, reading the shards, building, the first step,
+the checkpoint), on shards of the demo corpus with an 8,192-token vocab learned from it,
+both made beforehand and not timed; there is no peer command to run beside it.
 """
 
 import importlib
@@ -19,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app, flags
@@ -30,6 +34,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_integer("repeats", 2, "Processes per measurement (the median is reported).")
 flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_bool("command", True, "Also time whole one-step electra-pretrain runs.")
 flags.DEFINE_enum("measure", None, ["finetune_ours", "finetune_keras_hub", "finetune_torch",
                                     "pretrain_ours", "pretrain_torch"],
                   "Internal: one measurement in this process; prints its four times.")
@@ -147,6 +152,34 @@ def pretrain_torch(ids, labels):
                               for b in ids.chunk(2)))
 
 
+def command_runs() -> list:
+    """Seconds of `--repeats` whole one-step `electra-pretrain --preset small` runs."""
+    from demo_data import ROOT
+
+    def command(name, *args):
+        return [os.path.join(os.path.dirname(sys.executable), name), *args]
+
+    corpus = f"--corpus={os.path.join(ROOT, 'data', 'demo', 'corpus', '*.txt')}"
+    length = f"--max_seq_length={FLAGS.seq_length}"
+    seconds = []
+    with tempfile.TemporaryDirectory() as work:
+        vocab, shards = os.path.join(work, "vocab.txt"), os.path.join(work, "shards")
+        subprocess.run(command("electra-build-vocab", corpus, "--vocab_size=8192",
+                               f"--output={vocab}"), check=True, capture_output=True)
+        subprocess.run(command("electra-build-data", corpus, f"--vocab={vocab}", length,
+                               f"--output_dir={shards}"), check=True, capture_output=True)
+        for run in range(FLAGS.repeats):
+            started = time.perf_counter()
+            subprocess.run(command(
+                "electra-pretrain", "--preset=small", length, f"--vocab={vocab}",
+                f"--data={os.path.join(shards, 'pretrain_data.tfrecord-*')}",
+                f"--model_dir={os.path.join(work, f'run{run}')}",
+                f"--batch_size={FLAGS.batch_size}", "--train_steps=1", "--eval_batches=0"),
+                check=True, capture_output=True)
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
 def measure_here(name):
     """Prints: imports, build, first step, steady step (seconds)."""
     import numpy as np
@@ -188,6 +221,9 @@ def main(argv):
             imports, build, first, steady = (statistics.median(c) for c in zip(*runs))
             print(f"{name.split('_', 1)[1]:<20}{imports:9.1f}{build:9.1f}{first:10.1f}"
                   f"{build + first:13.1f}{steady:9.2f}")
+    if FLAGS.command:
+        print(f"\nelectra-pretrain --preset small --train_steps 1, the whole command: "
+              f"{statistics.median(command_runs()):.1f} s")
 
 
 if __name__ == "__main__":
