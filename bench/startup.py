@@ -155,6 +155,7 @@ def pretrain_torch(ids, labels):
 def command_runs() -> list:
     """Seconds of `--repeats` whole one-step `electra-pretrain --preset small` runs."""
     from demo_data import ROOT
+    from electra_tf.data.build_pretraining_data import SHARD_GLOB
 
     def command(name, *args):
         return [os.path.join(os.path.dirname(sys.executable), name), *args]
@@ -172,7 +173,7 @@ def command_runs() -> list:
             started = time.perf_counter()
             subprocess.run(command(
                 "electra-pretrain", "--preset=small", length, f"--vocab={vocab}",
-                f"--data={os.path.join(shards, 'pretrain_data.tfrecord-*')}",
+                f"--data={os.path.join(shards, SHARD_GLOB)}",
                 f"--model_dir={os.path.join(work, f'run{run}')}",
                 f"--batch_size={FLAGS.batch_size}", "--train_steps=1", "--eval_batches=0"),
                 check=True, capture_output=True)

@@ -138,7 +138,7 @@ def build_with_beam(corpus_pattern: str, output_dir: str, options: builder.Build
          | "SpreadFiles" >> beam.Reshuffle()
          | "Pack" >> beam.ParDo(PackFile(options, vocab_tokens))
          | "Write" >> beam.io.WriteToTFRecord(
-             FileSystems.join(output_dir, "pretrain_data.tfrecord"),
+             FileSystems.join(output_dir, builder.SHARD_PREFIX),
              num_shards=num_shards, shard_name_template="-SSSSS-of-NNNNN"))
     result = pipeline.run()
     result.wait_until_finish()

@@ -28,7 +28,9 @@ MANIFEST = "manifest.json"
 # Written before a build's first shard and removed after its manifest: names the shards of a
 # build under way, so that a rerun after a kill knows them for its own.
 BUILDING = "building.json"
-SHARD_PATTERN = "pretrain_data.tfrecord-{:05d}-of-{:05d}"
+SHARD_PREFIX = "pretrain_data.tfrecord"
+SHARD_PATTERN = SHARD_PREFIX + "-{:05d}-of-{:05d}"
+SHARD_GLOB = SHARD_PREFIX + "-*"  # every shard of a build (`--data`)
 _TEMPORARY = ".tmp-"  # a shard is written as <its name>.tmp-<pid>, then renamed
 _SENTENCES_PER_BATCH = 256
 _END_OF_FILE = object()  # follows the last sentence of each file in the token stream
@@ -247,7 +249,7 @@ def earlier_build_files(output_dir: str, names, open_binary=None) -> list:
         shard, temporary, pid = name.partition(_TEMPORARY)
         if name in ours or (shard in ours and temporary and pid.isdigit()):
             shards.append(name)
-        elif name.startswith("pretrain_data.tfrecord"):
+        elif name.startswith(SHARD_PREFIX):
             foreign.append(name)
     if foreign:
         examples = ", ".join(foreign[:2]) + (", ..." if len(foreign) > 2 else "")
@@ -270,7 +272,7 @@ def make_manifest(corpus_pattern, output_dir, options: BuildOptions, seconds: fl
         "examples_per_second": round(counts["num_examples"] / max(seconds, 1e-9), 1),
         "vocab_sha256": file_sha256(options.vocab_path),
         "options": dataclasses.asdict(options),
-        "file_pattern": os.path.join(output_dir, "pretrain_data.tfrecord-*"),
+        "file_pattern": os.path.join(output_dir, SHARD_GLOB),
     }
 
 
