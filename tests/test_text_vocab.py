@@ -5,7 +5,7 @@ import pytest
 
 from electra_tf.text import vocab
 from electra_tf.errors import VocabError
-from electra_tf.text.tokenizer import _EAGER_GRAPHS, ElectraTokenizer, tokenize_ragged
+from electra_tf.text.tokenizer import _GRAPHS, ElectraTokenizer, tokenize_ragged
 from conftest import DEMO
 
 
@@ -43,23 +43,23 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     assert tokenizer.detokenize([ids]) == ["the american people"]
     # Eager calls of any batch size, or of one text, run one graph, traced once for the
     # tokenizers of one vocabulary and settings.
-    graph = _EAGER_GRAPHS[tokenizer]
+    graph = _GRAPHS[tokenizer]
     assert list(tokenizer("The American people")) == list(ids)
     assert [list(row) for row in tokenizer(["a", "The American people", ""])][1] == list(ids)
-    assert _EAGER_GRAPHS[tokenizer] is graph
+    assert _GRAPHS[tokenizer] is graph
     gone = ElectraTokenizer(vocab_path, lowercase=True)
     assert list(gone("The American people")) == list(ids)
-    assert _EAGER_GRAPHS[gone] is graph
+    assert _GRAPHS[gone] is graph
     gone = weakref.ref(gone)
     gc.collect()
     assert gone() is None  # the graph holds no tokenizer
     cased = ElectraTokenizer(vocab_path, lowercase=False)
     assert list(cased("The American people")) != list(ids)
-    assert _EAGER_GRAPHS[cased] is not graph
+    assert _GRAPHS[cased] is not graph
     # A tokenizer given another vocabulary tokenizes with it, alone.
     relabeled = ElectraTokenizer(vocab_path, lowercase=True)
     assert list(relabeled("The American people")) == list(ids)
-    assert _EAGER_GRAPHS[relabeled] is graph
+    assert _GRAPHS[relabeled] is graph
     tokens = vocab.load_vocab(vocab_path)
     reordered = tokens[:5] + tokens[5:][::-1]
     relabeled.set_vocabulary(reordered)
@@ -68,6 +68,39 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     monkeypatch.setattr(tensor_utils, "tensor_to_list", refused("A tensor to Python lists"))
     ragged = tokenize_ragged(tokenizer, ["The American people", ""])
     assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]
+
+
+def test_traced_calls_run_the_shared_graph_not_tf_texts_ops_again(vocab_path):
+    """A function that tokenizes (a `tf.data` map, Keras's symbolic build) calls the graph
+    eager calls run instead of tracing tf-text's ops and their ragged checks again (0.4-0.7
+    s a trace), and gets the same ids; an export traces the ops."""
+    import tensorflow as tf
+
+    from electra_tf.layers.export_tracing import export_tracing
+
+    tokenizer = ElectraTokenizer(vocab_path, lowercase=True)
+    texts = ["The American people", "", "a"]
+    eager = tokenize_ragged(tokenizer, texts).to_list()
+    graph = _GRAPHS[tokenizer]
+    function = tf.function(lambda batch: tokenizer(batch))
+    traced = function.get_concrete_function(tf.TensorSpec([None], tf.string))
+    calls = [op.node_def.attr["f"].func.name for op in traced.graph.get_operations()
+             if op.type.endswith("PartitionedCall")]
+    assert calls == [graph.name.decode()]
+    assert len(traced.graph.get_operations()) < 10  # no tf-text op, no ragged check
+    assert traced(tf.constant(texts)).to_list() == eager
+    mapped = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(tokenizer)
+    assert [row for batch in mapped for row in batch.to_list()] == eager
+    single = tf.function(lambda text: tokenizer(text))(tf.constant(texts[0]))
+    assert single.numpy().tolist() == eager[0]
+    # Exports trace tf-text's ops into their own graph, as TF1 sessions run them faster.
+    with export_tracing():
+        exported = tf.function(lambda batch: tokenizer(batch)).get_concrete_function(
+            tf.TensorSpec([None], tf.string))
+    op_types = {op.type for op in exported.graph.get_operations()}
+    assert "FastWordpieceTokenizeWithOffsets" in op_types and not any(
+        op_type.endswith("PartitionedCall") for op_type in op_types), op_types
+    assert exported(tf.constant(texts)).to_list() == eager
 
 
 def test_korean_vocab_keeps_hangul_syllables(tmp_path):

@@ -127,7 +127,8 @@ def export_encoder(checkpoint: str, output: str, seq_length: int = 128) -> dict:
     with files.atomic_directory(output) as partial:
         tf.saved_model.save(encoder_module, os.path.join(partial, "encoder"),
                             signatures={"serving_default": encoder_module.serve})
-        tf.saved_model.save(preprocess, os.path.join(partial, "preprocess"),
-                            signatures={"serving_default": preprocess.__call__})
+        with export_tracing():  # the preprocessor's functions are traced here
+            tf.saved_model.save(preprocess, os.path.join(partial, "preprocess"),
+                                signatures={"serving_default": preprocess.__call__})
     return {"encoder": os.path.join(output, "encoder"),
             "preprocess": os.path.join(output, "preprocess")}

@@ -1,16 +1,28 @@
 """`export_tracing()`: how the layers trace for an export (TF Serving versions, the TF
-Hub-style encoder), one scope for every export and the tests that run one."""
+Hub-style encoder and preprocessor), one scope for every export and the tests that run
+one."""
 
 import contextlib
+import contextvars
 
+from electra_tf import traced
 from electra_tf.layers import flat_dense, layer_stack
+
+_tracing_an_export = contextvars.ContextVar("tracing_an_export", default=False)
 
 
 @contextlib.contextmanager
 def export_tracing():
     """Within, functions traced pick each large inference product's form per call
-    (`flat_dense.split_per_call`: exports answer single short requests) and call each
+    (`flat_dense.split_per_call`: exports answer single short requests), call each
     transformer layer on its own (`layer_stack.inference_layer_by_layer`: the runtimes
-    that serve an export run its flat graph as measured, and it is traced once)."""
-    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer():
+    that serve an export run its flat graph as measured, and it is traced once) and trace
+    the tokenizer's ops into the export's own graph (`tracing_an_export`)."""
+    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer(), (
+            traced.switched(_tracing_an_export, True)):
         yield
+
+
+def tracing_an_export() -> bool:
+    """True within `export_tracing()`."""
+    return _tracing_an_export.get()

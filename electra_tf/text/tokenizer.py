@@ -11,6 +11,7 @@ from keras_hub.src.utils.tensor_utils import convert_preprocessing_outputs
 from keras_hub.src.utils.tensor_utils import no_convert_scope
 
 from electra_tf import traced
+from electra_tf.layers.export_tracing import tracing_an_export
 from electra_tf.text import vocab as vocab_lib
 
 
@@ -52,22 +53,26 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         # Kept: indexing the vocab took ~1.5 ms, and packing reads them at every call.
         self._special_ids = (None if vocabulary is None
                              else vocab_lib.special_token_ids(self.vocabulary))
-        _EAGER_GRAPHS.pop(self, None)  # it tokenizes with the vocabulary replaced
+        _GRAPHS.pop(self, None)  # it tokenizes with the vocabulary replaced
 
     def tokenize(self, inputs):
-        if not tf.executing_eagerly() or isinstance(inputs, tf.RaggedTensor):
+        if isinstance(inputs, tf.RaggedTensor) or (
+                tracing_an_export() and not tf.executing_eagerly()):
             return super().tokenize(inputs)
         texts = tf.convert_to_tensor(inputs, tf.string)
-        if texts.shape.rank > 1:
+        if texts.shape.rank not in (0, 1):
             return super().tokenize(inputs)
-        # tf-text's ops run one by one re-do ~20 ms of set-up per call (a text: 20 ms, 1.3
-        # in a graph; 1,024 texts: 34 against 12), so eager calls run one graph.
-        graph = _EAGER_GRAPHS.get(self)
+        # Eager calls: tf-text's ops run one by one re-do ~20 ms of set-up per call (a
+        # text: 20 ms, 1.3 in a graph; 1,024 texts: 34 against 12). Traced calls (a
+        # `tf.data` map, Keras's symbolic build of a preprocessor): tracing tf-text's ops
+        # took 0.4-0.7 s a call, calling the traced graph 0.025 s. Both run one graph.
+        # Exports trace the ops into their own graph: a `tiny` classifier's TF1 session
+        # answered 32 long texts in 12.0-12.9 ms so, 15.5-17.9 ms calling the graph.
+        graph = _GRAPHS.get(self)
         if graph is None:
-            graph = _EAGER_GRAPHS[self] = _eager_graph(self)
-        if texts.shape.rank == 0:
-            return convert_preprocessing_outputs(graph(texts[None])[0])
-        return convert_preprocessing_outputs(graph(texts))
+            graph = _GRAPHS[self] = _shared_graph(self)
+        ids = graph(texts[None])[0] if texts.shape.rank == 0 else graph(texts)
+        return convert_preprocessing_outputs(ids)
 
     @property
     def special_ids(self) -> dict:
@@ -91,31 +96,35 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
                    strip_accents=source.config.strip_accents, **kwargs)
 
 
-_EAGER_GRAPHS = weakref.WeakKeyDictionary()  # tokenizer: its eager calls' graph
-_SHARED_EAGER_GRAPHS = weakref.WeakValueDictionary()  # vocabulary and settings: graph
+_GRAPHS = weakref.WeakKeyDictionary()  # tokenizer: the graph its calls run
+_SHARED_GRAPHS = weakref.WeakValueDictionary()  # vocabulary and settings: graph
 
 
-def _eager_graph(tokenizer: ElectraTokenizer):
-    """The graph `tokenizer`'s eager calls run: one per vocabulary and settings in the
-    process, shared by the tokenizers that have them while any of them lives.
+def _shared_graph(tokenizer: ElectraTokenizer):
+    """The graph `tokenizer`'s calls run, eager or traced: one per vocabulary and settings
+    in the process, shared by the tokenizers that have them while any of them lives.
 
     Tracing it takes 0.3-0.6 s (2-core AVX2 EPYC), mostly the validity checks of the ragged
     tensors tf-text builds, each a `tf.cond`, and a Python session often makes several
     tokenizers of one vocabulary (preprocessors, fine-tuning features, models loaded
-    again): the suite's workers asked for 78 graphs and traced 16. The graph is kept
-    outside the layer, which SavedModels would save, and captures the tokenizer's tables,
-    not the tokenizer, which can go.
+    again) and traces them in several functions (each `fit`'s `tf.data` map, Keras's
+    symbolic build of a preprocessor, serving signatures): the suite's workers asked for
+    78 eager graphs and traced 16. The graph is kept outside the layer, which SavedModels
+    would save as its own function, and captures the tokenizer's tables, not the
+    tokenizer, which can go. Traced outside any function being traced (`init_scope`), so
+    that it captures nothing of one.
     """
     settings = {**tokenizer.get_config(), "name": None,
                 "split_on_cjk": getattr(tokenizer, "split_on_cjk", None)}
     key = (tuple(tokenizer.vocabulary), json.dumps(settings, sort_keys=True, default=str))
-    graph = _SHARED_EAGER_GRAPHS.get(key)
+    graph = _SHARED_GRAPHS.get(key)
     if graph is None:
         traced_tokenizer = weakref.ref(tokenizer)  # traced now, while it lives
-        graph = _SHARED_EAGER_GRAPHS[key] = traced.function(
-            lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(
-                traced_tokenizer(), batch),
-            input_signature=[tf.TensorSpec([None], tf.string)]).get_concrete_function()
+        with tf.init_scope():
+            graph = _SHARED_GRAPHS[key] = traced.function(
+                lambda batch: keras_hub.tokenizers.WordPieceTokenizer.tokenize(
+                    traced_tokenizer(), batch),
+                input_signature=[tf.TensorSpec([None], tf.string)]).get_concrete_function()
     return graph
 
 
