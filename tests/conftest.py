@@ -43,17 +43,42 @@ LONGEST_FILES = ("test_models_text_classifier.py", "test_runs_pretrain.py",
                  "test_export_classifier.py")
 
 
+# The test files that use torch and transformers (directly or through convert_fixtures), run
+# by one worker: they import them in their tests, not at collection, so the other workers
+# never load them (7.6 s of CPU each for torch, transformers and its ELECTRA module on a
+# 2-core AVX2 EPYC). A file missing here costs that time again, nothing else.
+TORCH_FILES = frozenset((
+    "test_runs_pretrain_from_model.py", "test_zoo.py", "test_pretraining_ablations.py",
+    "test_convert_huggingface.py", "test_convert_huggingface_tasks.py",
+    "test_convert_official.py", "test_convert_keras_hub.py", "test_cli.py"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (`make test`'s) as pytest-xdist's own, but for `TORCH_FILES`,
+    which go to one worker as one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class TorchFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid):  # xdist's hook for what one worker runs
+            scope = super()._split_scope(nodeid)
+            return "torch files" if os.path.basename(scope) in TORCH_FILES else scope
+
+    return TorchFilesTogether(config, log)
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def pytest_collection_finish(session):
-    """What collection imported (TensorFlow, Keras, keras-hub, torch, transformers: over
-    half a million objects, none of them garbage) is left out of Python's full garbage
-    collections from here on, which scanned it again each time: the workers' full
-    collections took 125 s instead of 181 s in a suite of ~1,200 s of CPU (2-core AVX2
-    EPYC; docs/results.md)."""
+    """What collection imported (TensorFlow, Keras, keras-hub and the rest the test
+    modules import: over half a million objects, none of them garbage, when torch and
+    transformers were among them) is left out of Python's full garbage collections from
+    here on, which scanned it again each time: the workers' full collections took 125 s
+    instead of 181 s in a suite of ~1,200 s of CPU (2-core AVX2 EPYC; docs/results.md)."""
     gc.freeze()
 
 

@@ -3,8 +3,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
-import transformers
 
 import convert_fixtures as fx
 from electra_tf.convert import api, official_names
@@ -30,6 +28,8 @@ def test_huggingface_into_ours_matches_huggingface(tmp_path, shape):
 
 
 def test_ours_to_huggingface_loads_in_transformers_and_round_trips_exactly(tmp_path):
+    import transformers
+
     disc_dir, gen_dir = fx.save_hf(fx.random_hf_models(seed=3), tmp_path / "hf")
     api.from_huggingface(disc_dir, str(tmp_path / "ours"), generator=gen_dir)
     written = api.to_huggingface(str(tmp_path / "ours"), str(tmp_path / "out"))
@@ -54,6 +54,8 @@ def test_ours_to_huggingface_loads_in_transformers_and_round_trips_exactly(tmp_p
 
 
 def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
+    import transformers
+
     from electra_tf.run_dir import load_encoder, open_pretrained
 
     disc, _ = fx.random_hf_models(seed=4)
@@ -73,6 +75,8 @@ def test_discriminator_only_conversion_feeds_finetuning(tmp_path):
 
 def test_the_vocab_comes_from_the_flag_or_a_tokenizer_json(tmp_path):
     """Many Hub repos ship tokenizer.json without vocab.txt; --vocab must be enough."""
+    import transformers
+
     disc, _ = fx.random_hf_models(seed=5)
     disc.save_pretrained(tmp_path / "hf")
     with pytest.raises(ConfigError, match="no vocab.txt or tokenizer.json: pass the model's "
@@ -92,6 +96,8 @@ def test_the_vocab_comes_from_the_flag_or_a_tokenizer_json(tmp_path):
 
 
 def test_generator_with_its_own_embedding_values_is_refused(tmp_path):
+    import torch
+
     disc, gen = fx.random_hf_models(seed=6)
     with torch.no_grad():
         gen.electra.embeddings.LayerNorm.weight.add_(1.0)
@@ -104,6 +110,8 @@ def test_generator_with_its_own_embedding_values_is_refused(tmp_path):
 
 
 def test_task_heads_and_missing_weights_are_named(tmp_path):
+    import transformers
+
     disc, _ = fx.random_hf_models(seed=7)
     classifier = transformers.ElectraForSequenceClassification(disc.config)
     classifier.save_pretrained(tmp_path / "cls")
@@ -124,6 +132,8 @@ def test_task_heads_and_missing_weights_are_named(tmp_path):
 
 
 def test_every_variable_of_our_model_has_a_huggingface_name():
+    import transformers
+
     from electra_tf.config import ElectraConfig
     from electra_tf.convert import huggingface
 
@@ -165,6 +175,9 @@ def test_pretrained_run_to_huggingface_and_back_continues_pretraining(tmp_path, 
 def test_runs_of_other_objectives_publish_their_encoder_alone(tmp_path, ablation):
     """The official/HF formats have no place for an MLM-trained encoder's head, a
     token-only tied generator or a copy gate: the encoder (what users keep) is written."""
+    import torch
+    import transformers
+
     import tensorflow as tf
 
     from electra_tf.config import ElectraConfig

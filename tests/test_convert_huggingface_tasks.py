@@ -6,8 +6,6 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import torch
-import transformers
 
 from conftest import QA_CONTEXT, run_command
 from electra_tf.export.huggingface import export_huggingface
@@ -29,6 +27,9 @@ def _packed(hf_inputs) -> dict:
 
 
 def test_classifier_run_converts_and_the_pipeline_predicts_ours(finetuned, tmp_path):
+    import torch
+    import transformers
+
     out = tmp_path / "hf"
     result = run_command("electra-convert", "--to", "huggingface", "--checkpoint",
                          finetuned / "cls", "--output", out)
@@ -61,6 +62,8 @@ def test_classifier_run_converts_and_the_pipeline_predicts_ours(finetuned, tmp_p
 
 
 def test_regression_run_scores_in_the_labels_range(finetuned, tmp_path):
+    import transformers
+
     export_huggingface(str(finetuned / "reg"), str(tmp_path / "hf"))
     ours = load_finetuned(str(finetuned / "reg")).model
     texts = ["score 1", "score 4", "nothing"]
@@ -74,6 +77,9 @@ def test_regression_run_scores_in_the_labels_range(finetuned, tmp_path):
 
 
 def test_tagging_run_converts_with_its_tags(finetuned, tmp_path):
+    import torch
+    import transformers
+
     export_huggingface(str(finetuned / "ner"), str(tmp_path / "hf"))
     ours = load_finetuned(str(finetuned / "ner")).model
     words = [w.split("\t")[0] for w in
@@ -100,6 +106,9 @@ def test_tagging_run_converts_with_its_tags(finetuned, tmp_path):
 
 
 def test_qa_runs_convert_without_joint_prediction_only(finetuned, pretrained_dir, tmp_path):
+    import torch
+    import transformers
+
     from electra_tf.finetuning.config import FinetuneConfig
     from electra_tf.runs.finetune import finetune
 

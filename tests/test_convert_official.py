@@ -3,9 +3,6 @@ import logging
 
 import numpy as np
 import pytest
-import torch
-import transformers
-from transformers.models.electra import modeling_electra
 
 import convert_fixtures as fx
 from electra_tf.convert import api, huggingface, official, official_names
@@ -57,6 +54,9 @@ def _official_name(key, generator, untied):
 
 def hf_loaded_from(prefix, models):
     """Fresh HF models filled by HF's own TF1 loader."""
+    import transformers
+    from transformers.models.electra import modeling_electra
+
     disc_config, gen_config = models[0].config, models[1].config
     disc = transformers.ElectraForPreTraining(disc_config)
     gen = transformers.ElectraForMaskedLM(gen_config)
@@ -92,6 +92,8 @@ def test_official_checkpoint_matches_huggingface_tf1_loader(tmp_path):
 
 
 def test_untied_generator_embeddings(tmp_path):
+    import torch
+
     disc, gen = fx.random_hf_models(seed=12)
     with torch.no_grad():
         gen.electra.embeddings.word_embeddings.weight.add_(0.5)  # its own block now
