@@ -107,14 +107,30 @@ def our_outputs(run, ids, mask, segments):
 
 def assert_same_weights(run_a, run_b):
     """Both run directories hold bit-identical weights under the same official names;
-    returns them."""
-    from electra_tf.convert import weights
+    returns them. Runs of one config holding the same parts are read through one model
+    (`run_b` restored into `run_a`'s, every weight from its checkpoint), not two: building
+    it is most of a read."""
+    from electra_tf import run_dir
+    from electra_tf.convert import official_names, weights
 
-    before, after = weights.read_run(str(run_a))[2], weights.read_run(str(run_b))[2]
+    parts, pretrained = weights.load_run(str(run_a))
+    before = official_names.read(parts.weights())
+    other = run_dir.open_pretrained(str(run_b))
+    if (other.config, _saved_weights(other)) == (pretrained.config, _saved_weights(pretrained)):
+        status = parts.checkpoint().restore(other.checkpoint)
+        status.assert_existing_objects_matched().expect_partial()
+        after = official_names.read(parts.weights())
+    else:
+        after = weights.read_run(str(run_b))[2]
     assert sorted(before) == sorted(after)
     for name in before:
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)
     return before
+
+
+def _saved_weights(pretrained):
+    """The model parts `pretrained`'s checkpoint holds (an optimizer's state aside)."""
+    return {part: held for part, held in pretrained.parts().items() if part != "optimizer"}
 
 
 def assert_close(ours, theirs, atol=1e-4):
