@@ -109,10 +109,10 @@ def _shared_graph(tokenizer: ElectraTokenizer):
     tokenizers of one vocabulary (preprocessors, fine-tuning features, models loaded
     again) and traces them in several functions (each `fit`'s `tf.data` map, Keras's
     symbolic build of a preprocessor, `electra-predict`'s signature of a run): the
-    suite's workers asked for 78 eager graphs and traced 16. The graph is kept outside the layer, which SavedModels
-    would save as its own function, and captures the tokenizer's tables, not the
-    tokenizer, which can go. Traced outside any function being traced (`init_scope`), so
-    that it captures nothing of one.
+    suite's workers asked for 78 eager graphs and traced 16. The graph is kept outside
+    the layer, which SavedModels would save as its own function, and captures the
+    tokenizer's tables, not the tokenizer, which can go. Traced outside any function
+    being traced (`init_scope`), so that it captures nothing of one.
     """
     settings = {**tokenizer.get_config(), "name": None,
                 "split_on_cjk": getattr(tokenizer, "split_on_cjk", None)}
