@@ -117,8 +117,7 @@ def assert_same_weights(run_a, run_b):
     before = official_names.read(parts.weights())
     other = run_dir.open_pretrained(str(run_b))
     if (other.config, _saved_weights(other)) == (pretrained.config, _saved_weights(pretrained)):
-        status = parts.checkpoint().restore(other.checkpoint)
-        status.assert_existing_objects_matched().expect_partial()
+        weights.restore_run(parts, other)
         after = official_names.read(parts.weights())
     else:
         after = weights.read_run(str(run_b))[2]

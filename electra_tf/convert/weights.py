@@ -124,9 +124,15 @@ def load_run(path: str):
         saved = {"generator": False, "discriminator_head": False}
     with restoring():
         parts = build_parts(pretrained.config, saved["generator"], saved["discriminator_head"])
+    restore_run(parts, pretrained)
+    return parts, pretrained
+
+
+def restore_run(parts, pretrained) -> None:
+    """Restores `pretrained`'s checkpoint into `parts` (from `build_parts`); every weight
+    of the parts must be found in it."""
     status = parts.checkpoint().restore(pretrained.checkpoint)
     status.assert_existing_objects_matched().expect_partial()
-    return parts, pretrained
 
 
 def read_run(path: str):
