@@ -7,6 +7,7 @@
     locks/<name>.lock        held by the one process fetching or converting <name>
     checksums.json           {URL: sha256} recorded at a source's first download and
                              checked on every later download of it
+    xla/<key>/               XLA's compiled kernels (`electra_tf.xla_cache`)
 
 Hugging Face repos download into the Hugging Face cache (`$HF_HUB_CACHE`), shared with
 `transformers`. A model directory appears by one rename once it is complete, so a download
@@ -22,8 +23,6 @@ import os
 import shutil
 import sys
 from typing import Optional
-
-import filelock
 
 from electra_tf import files
 from electra_tf.errors import ConfigError
@@ -107,6 +106,8 @@ def new_entry(name: str, facts: dict):
 def locked(name: str):
     """Holds the lock of cache entry `name` (or of `checksums.json`): one process at a time
     checks, fetches and writes it. The operating system releases it when a holder dies."""
+    import filelock  # 40-60 ms to import: `import electra_tf` reads `home()` (`xla_cache`)
+
     directory = os.path.join(home(), "locks")
     os.makedirs(directory, exist_ok=True)
     lock = filelock.FileLock(os.path.join(directory, name + ".lock"))
