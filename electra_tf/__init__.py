@@ -22,6 +22,12 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 # 1.3-1.8x slower, first steps 0.6-1.5 s later (2-core AMD EPYC; docs/results.md,
 # twenty-fourth pass).
 
+# XLA's compiled kernels kept on disk for later processes (`xla_cache`): set here, before
+# TensorFlow reads its XLA flags (at its first computation), without loading TensorFlow.
+from electra_tf import xla_cache  # noqa: E402
+
+xla_cache.use_on_disk_cache()
+
 _EXPORTS = {
     "ElectraConfig": "electra_tf.config",
     "ElectraEncoder": "electra_tf.layers.encoder",
