@@ -1,9 +1,10 @@
 """XLA's compiled kernels kept on disk, under `$ELECTRA_TF_HOME/xla/` (`zoo.cache.home`).
 
 Every process compiled its XLA kernels anew (the fused training kernels, one per shape and
-direction, and the whole step under `--jit_compile`): 22 before a `tiny` pretraining run's
-first step took 3.0 s of its 8-10 s, ELECTRA-Small's ~4 s of 18-20 s, a whole step ~10 s (2
-AVX2 EPYC cores). TensorFlow keeps compiled kernels in the directory `TF_XLA_FLAGS` names
+direction, and the whole step under `--jit_compile`): ELECTRA-Small's first pretraining
+step took 20.6 s compiling them, 16.1 s loading them from here; a `tiny` `--jit_compile`
+fit 14.0 s against 4.9-6.0 s (2 AVX2 EPYC cores; docs/results.md, thirty-ninth pass).
+TensorFlow keeps compiled kernels in the directory `TF_XLA_FLAGS` names
 (`--tf_xla_persistent_cache_directory`): it writes each under a temporary name and renames
 it, and loads a kernel only for the same computation, compared whole. Written here, because
 TensorFlow leaves them to its user:
