@@ -43,16 +43,19 @@ MAX_BYTES = 1 << 30
 MIN_FREE_BYTES = 1 << 28  # left on the disk to turn it on (a whole step's kernel: ~10 MB)
 STALE_SECONDS = 3600
 TEXT_START = b"key {"  # how a kernel file written as text begins (its first field)
-_STATE = {}  # this process's directories, once set
+_STATE = {}  # this process's kernel directory, once set
 _CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "flags",  # x86
                "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features")
 
 
-def cpu_description(cpuinfo: str) -> Optional[str]:
-    """The first processor's identity and instruction sets from `/proc/cpuinfo`'s text;
-    None if it names no instruction sets."""
+def cpu_description(cpuinfo_lines) -> Optional[str]:
+    """The first processor's identity and instruction sets from `/proc/cpuinfo`'s lines,
+    read up to the blank line that ends its block (the file has one per core); None if it
+    names no instruction sets."""
     fields = {}
-    for line in cpuinfo.split("\n\n")[0].splitlines():
+    for line in cpuinfo_lines:
+        if not line.strip():
+            break
         name, _, value = line.partition(":")
         if name.strip() in _CPU_FIELDS:
             fields[name.strip()] = " ".join(value.split())
@@ -83,7 +86,7 @@ def use_on_disk_cache() -> None:
         library = os.path.join(package, "libtensorflow_framework.so.2")
         status = os.stat(library)
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = cpu_description(f.read())
+            cpu = cpu_description(f)
         if cpu is None:
             return
         root = os.path.join(cache.home(), "xla")
@@ -97,7 +100,7 @@ def use_on_disk_cache() -> None:
     except (OSError, AttributeError, TypeError):  # no such file, package or directory
         return
     os.environ["TF_XLA_FLAGS"] = f"{tf_xla_flags} --{FLAG}={directory} {CPU_ONLY}".strip()
-    _STATE.update(root=root, directory=directory)
+    _STATE["directory"] = directory
     atexit.register(_tidy)
 
 
@@ -106,7 +109,7 @@ def _tidy() -> None:
         return
     try:
         _rewrite_as_text(_STATE["directory"])
-        _bound(_STATE["root"])
+        _bound(os.path.dirname(_STATE["directory"]))
     except OSError:
         pass  # another process tidying at once, or a full disk: the next exit tidies
 

@@ -4,6 +4,8 @@ one compiled, quietly; the directory is keyed by TensorFlow, CPU and flags, and 
 import os
 import time
 
+from google.protobuf import text_format
+
 from conftest import run_command
 from electra_tf import xla_cache
 
@@ -43,8 +45,6 @@ def test_an_entry_becomes_text_only_whole_and_unchanged(tmp_path):
     run_command("python", "-c", GELU_AND_GRADIENT, fresh=True,
                 env={"ELECTRA_TF_HOME": str(tmp_path), "TF_XLA_FLAGS": None})
     text = next((tmp_path / "xla").glob("*/*.pb")).read_text()
-    from google.protobuf import text_format
-
     binary = text_format.Parse(text, xla_cache._entry_class()()).SerializeToString()
     assert xla_cache.as_text_entry(binary) == text
     assert xla_cache.as_text_entry(binary[:len(binary) // 2]) is None  # cut short
@@ -55,12 +55,13 @@ def test_the_directory_is_keyed_by_tensorflow_cpu_and_flags():
     zen3 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
             "model name\t: AMD EPYC\ncpu MHz\t\t: 2445.406\nflags\t\t: fpu avx2 fma\n\n"
             "processor\t: 1\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu\n")
-    cpu = xla_cache.cpu_description(zen3)
+    cpu = xla_cache.cpu_description(zen3.splitlines())
     assert "AMD EPYC" in cpu and "avx2 fma" in cpu and "2445" not in cpu  # not the clock
-    assert cpu != xla_cache.cpu_description(zen3.replace("avx2 fma", "avx2 fma avx512f"))
+    assert cpu != xla_cache.cpu_description(
+        zen3.replace("avx2 fma", "avx2 fma avx512f").splitlines())
     arm = "processor\t: 0\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n"
-    assert "sve" in xla_cache.cpu_description(arm)
-    assert xla_cache.cpu_description("processor\t: 0\nmodel name\t: unknown\n") is None
+    assert "sve" in xla_cache.cpu_description(arm.splitlines())
+    assert xla_cache.cpu_description(["processor\t: 0", "model name\t: unknown"]) is None
 
     tensorflow = "/venv/tensorflow/libtensorflow_framework.so.2 38213808 1795980000000000000"
     key = xla_cache.directory_key(tensorflow, cpu, "")
