@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from absl import app, flags
-import electra_tf  # noqa: F401  (its CPU memory settings)
+from electra_tf import xla_cache  # importing electra_tf: its CPU memory settings too
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # synthetic, torch_rtd
 
@@ -44,7 +44,6 @@ flags.DEFINE_enum("measure", None, ["finetune_ours", "finetune_keras_hub", "fine
                   "Internal: one measurement in this process; prints its four times.")
 STARTED = time.perf_counter()
 VOCAB = 30522
-XLA_CACHE_OFF = "--tf_xla_persistent_cache_directory="
 MEASUREMENTS = {
     "fine-tuning": ("finetune_ours", "finetune_keras_hub", "finetune_torch"),
     "pretraining": ("pretrain_ours", "pretrain_torch"),
@@ -176,7 +175,7 @@ def command_runs() -> list:
                                f"--output={vocab}"), check=True, capture_output=True)
         subprocess.run(command("electra-build-data", corpus, f"--vocab={vocab}", length,
                                f"--output_dir={shards}"), check=True, capture_output=True)
-        home = {**os.environ, "ELECTRA_TF_HOME": os.path.join(work, "home")}
+        environment = {**os.environ, "ELECTRA_TF_HOME": os.path.join(work, "home")}
         for run in range(1 + FLAGS.repeats):
             started = time.perf_counter()
             subprocess.run(command(
@@ -184,7 +183,7 @@ def command_runs() -> list:
                 f"--data={os.path.join(shards, SHARD_GLOB)}",
                 f"--model_dir={os.path.join(work, f'run{run}')}",
                 f"--batch_size={FLAGS.batch_size}", "--train_steps=1", "--eval_batches=0"),
-                check=True, capture_output=True, env=home)
+                check=True, capture_output=True, env=environment)
             seconds.append(time.perf_counter() - started)
     return seconds
 
@@ -225,7 +224,8 @@ def main(argv):
                 continue
             # Ours as a machine's first run (each process compiles its XLA kernels) and as
             # the runs after it (they load them from disk, `electra_tf.xla_cache`).
-            print_row("ours", measure(name, FLAGS.repeats, {"TF_XLA_FLAGS": XLA_CACHE_OFF}))
+            cache_off = {"TF_XLA_FLAGS": f"--{xla_cache.FLAG}="}
+            print_row("ours", measure(name, FLAGS.repeats, cache_off))
             with tempfile.TemporaryDirectory() as home:
                 measure(name, 1, {"ELECTRA_TF_HOME": home})  # compiles them into `home`
                 print_row("ours, XLA from disk",
