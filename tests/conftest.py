@@ -131,6 +131,23 @@ def commands_run_preloaded(temporary_files_under_pytests_directory):
         process.wait()
 
 
+@pytest.fixture(autouse=True)
+def environment_as_before_each_test():
+    """What a test or a library it calls left in the process's environment is undone after
+    it: transformers sets TF_USE_LEGACY_KERAS=1 on import (a later first `tf.keras`, and
+    every command the worker starts, would get Keras 2) and TOKENIZERS_PARALLELISM in its
+    pipelines, and a command run in a changed environment cannot run preloaded (4-15 s of
+    CPU more each: four commands a suite, after the worker's torch files)."""
+    before = _environment_of_tests()
+    yield
+    after = _environment_of_tests()
+    for name in set(before) | set(after):
+        if name not in before:
+            del os.environ[name]
+        elif after.get(name) != before[name]:
+            os.environ[name] = before[name]
+
+
 # A line of TensorFlow's C++ logging (glog format: severity, MMDD, time), e.g.
 # "I0000 00:00:1795499483.410377  7653 port.cc:153] oneDNN custom operations are on". Which
 # lines appear depends on the CPU (no oneDNN notice on AMD), so tests look for the format.
