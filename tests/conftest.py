@@ -136,8 +136,9 @@ def environment_as_before_each_test():
     """What a test or a library it calls left in the process's environment is undone after
     it: transformers sets TF_USE_LEGACY_KERAS=1 on import (a later first `tf.keras`, and
     every command the worker starts, would get Keras 2) and TOKENIZERS_PARALLELISM in its
-    pipelines, and a command run in a changed environment cannot run preloaded (4-15 s of
-    CPU more each: four commands a suite, after the worker's torch files)."""
+    pipelines, and a command run in a changed environment cannot run preloaded (fresh, such
+    a command took 4.3-17 s of CPU, preloaded 0.7-3.9 s; four of them in one suite's run,
+    all after the worker's torch files)."""
     before = _environment_of_tests()
     yield
     after = _environment_of_tests()
