@@ -115,9 +115,11 @@ def split_matmul(x, kernel):
     parallelises poorly and the split still gained (the 72 products of 256 rows: 37.6 ->
     33.1 ms; two long texts, 256 rows, through the classifier: 44.7 -> 41.7 ms); from 512
     rows oneDNN uses both cores well and the split was 15-20% slower. On a 2-core AVX2
-    EPYC the split pays only below about 64 rows, with oneDNN or Eigen (the whole encoder
-    at 128 rows 1-5% slower split, at 256 rows 3-9%): the limit is the AVX-512 CPU's until
-    `bench/split_products.py` has run on every class. The kernel's halves are views, not
+    EPYC and a 2-core Sapphire Rapids the split pays only below about 64 rows, with oneDNN
+    or Eigen (`bench/split_products.py`: the whole encoder at 20 rows 7-29% faster split,
+    at 128 rows 11% faster to 5% slower, at 256 rows 2-10% slower). The limit stays the
+    AVX-512 EPYC's: the classes disagree only between 129 and 256 rows (two long texts),
+    where one gains about as much as the others lose. The kernel's halves are views, not
     copies (rows of a row-major tensor)."""
     x_halves = tf.split(x, 2, axis=1)
     kernel_halves = tf.split(kernel, 2, axis=0)
