@@ -224,7 +224,10 @@ def main(argv):
                 continue
             # Ours as a machine's first run (each process compiles its XLA kernels) and as
             # the runs after it (they load them from disk, `electra_tf.xla_cache`).
-            cache_off = {"TF_XLA_FLAGS": f"--{xla_cache.FLAG}="}
+            # Off by the flag set empty after the user's XLA flags, which stay: the last
+            # setting of a flag wins.
+            cache_off = {"TF_XLA_FLAGS": f"{os.environ.get('TF_XLA_FLAGS', '')} "
+                                         f"--{xla_cache.FLAG}=".strip()}
             print_row("ours", measure(name, FLAGS.repeats, cache_off))
             with tempfile.TemporaryDirectory() as home:
                 measure(name, 1, {"ELECTRA_TF_HOME": home})  # compiles them into `home`
