@@ -118,9 +118,9 @@ def split_matmul(x, kernel):
     EPYC and a 2-core Sapphire Rapids the split pays only below about 64 rows, with oneDNN
     or Eigen (`bench/split_products.py`: the whole encoder at 20 rows 7-29% faster split,
     at 128 rows 11% faster to 5% slower, at 256 rows 2-10% slower). The limit stays the
-    AVX-512 EPYC's: the classes disagree only between 129 and 256 rows (two long texts),
-    where one gains about as much as the others lose. The kernel's halves are views, not
-    copies (rows of a row-major tensor)."""
+    AVX-512 EPYC's: from 64 to 256 rows the classes disagree, most at 129-256 rows (two
+    long texts), where one gains about as much as the others lose. The kernel's halves
+    are views, not copies (rows of a row-major tensor)."""
     x_halves = tf.split(x, 2, axis=1)
     kernel_halves = tf.split(kernel, 2, axis=0)
     return tf.matmul(x_halves[0], kernel_halves[0]) + tf.matmul(x_halves[1], kernel_halves[1])
