@@ -17,6 +17,7 @@ from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
+from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.layers.query_first_attention import self_attention
 
 
@@ -555,6 +556,44 @@ def test_bfloat16_bias_gradients_are_summed_in_float32(monkeypatch, products_in_
     bias_gradient = tape.gradient(loss, layer.bias).numpy()
     expected = tf.reduce_sum(tf.cast(upstream, tf.float64), [0, 1]).numpy()
     np.testing.assert_allclose(bias_gradient, expected, rtol=2.0 ** -8, atol=0)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_tied_mlm_head_multiplies_by_the_word_matrix_in_the_compute_dtype(policy):
+    """The generator's vocabulary products run in the compute dtype (Keras's `Embedding`
+    does not autocast, so they were float32 products under mixed_bfloat16, 8-9% of
+    ELECTRA-Small's step); the logits stay float32, within the products' rounding of
+    float64 ones, and the word matrix gets its gradient."""
+    embeddings = ElectraEmbeddings(vocab_size=300, embedding_size=32, dtype=policy)
+    head = tied_masked_lm_head(embeddings.token_embedding)
+    sequence = tf.random.stateless_normal([2, 8, 32], seed=[2, 1])
+    positions = tf.constant([[1, 3], [0, 7]])
+    embeddings(tf.zeros([2, 8], tf.int32), tf.zeros([2, 8], tf.int32))
+    head(sequence, mask_positions=positions)
+    table = embeddings.token_embedding.embeddings
+
+    @tf.function
+    def logits_and_gradient():
+        with tf.GradientTape() as tape:
+            logits = head(sequence, mask_positions=positions)
+            total = tf.reduce_sum(logits)
+        return logits, tape.gradient(total, table.value)
+
+    logits, gradient = logits_and_gradient()
+    assert logits.dtype == tf.float32 and gradient is not None
+    graph = logits_and_gradient.get_concrete_function().graph
+    products = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2")
+                and op.outputs[0].shape[-1] == 300]
+    assert products and {op.get_attr("T") for op in products} == {
+        tf.as_dtype(embeddings.compute_dtype)}
+    hidden = tf.cast(logits - head._bias, tf.float64)  # the product, before the bias
+    # The head's hidden states (its layers are float32), multiplied in float64.
+    x = tf.gather(sequence, positions, batch_dims=1)
+    x = head._intermediate_layer_norm(head._intermediate_dense(x))
+    expected = tf.matmul(tf.cast(x, tf.float64), tf.cast(table, tf.float64), transpose_b=True)
+    tolerance = 1e-5 if policy == "float32" else 2.0 ** -7
+    np.testing.assert_allclose(hidden.numpy(), expected.numpy(),
+                               atol=tolerance * np.abs(expected).max())
 
 
 @pytest.mark.parametrize("policy, tolerance", [("float32", 1e-5), ("mixed_bfloat16", 2e-2)])

@@ -53,10 +53,15 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         initializer = weight_initializer(initializer_range)
+        # `reverse_dtype`: the generator's vocabulary products (`reverse=True`) in the
+        # compute dtype, as Keras documents as the default; left unset, Keras multiplies
+        # in the float32 matrix's dtype, as `Embedding` does not autocast. Under
+        # mixed_bfloat16 those three products of 608 x 128 x 30,522 took 104-120 ms of
+        # ELECTRA-Small's 1.3 s pretraining step (2-core AVX-512 EPYC).
         self.token_embedding = token_embedding or keras_hub.layers.ReversibleEmbedding(
             vocab_size, embedding_size, tie_weights=True,
             embeddings_initializer=initializer, dtype=self.dtype_policy,
-            name="word_embeddings")
+            reverse_dtype=self.dtype_policy.compute_dtype, name="word_embeddings")
         self.position_embedding = keras_hub.layers.PositionEmbedding(
             sequence_length=max_position_embeddings, initializer=initializer,
             dtype=self.dtype_policy, name="position_embeddings")

@@ -21,6 +21,6 @@ def tied_masked_lm_head(token_embedding, layer_norm_epsilon=1e-12, initializer_r
         kernel_initializer=weight_initializer(initializer_range),
         name=name,
         # Under mixed precision keras-hub adds its float32 bias to bfloat16 logits and
-        # fails; a float32 head works (the vocabulary matmul stays in the tied embedding's
-        # precision) and keeps the MLM softmax in float32.
+        # fails; a float32 head works and keeps the MLM softmax in float32 (the vocabulary
+        # products run in the tied embedding's compute dtype: `ElectraEmbeddings`).
         dtype="float32")
