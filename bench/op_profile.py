@@ -9,7 +9,11 @@ strategy), runs `--warmup` steps untraced, then traces `--steps` steps with
 plugin reads) directly, so no plugin is needed. Printed: each op type's time per step
 (summed over the threads that ran it, so the total can exceed the step's wall time on
 several cores), its share, and its count per step; then the step's wall time and the
-runtime's own events (executor bookkeeping, XLA launches) that belong to no op.
+runtime's own events (executor bookkeeping, XLA launches) that belong to no op; then, with
+`--nodes`, the costliest ops by node, the numbers in their names written N (one row for,
+say, every layer's feed-forward kernel gradient). A type's total can hide one
+node's anomaly: the generator's vocabulary products, float32 in a bfloat16 step, showed
+there (docs/results.md, forty-third pass).
 
 Why: the issue's "profile before changing anything" — the time outside matmuls (softmax,
 LayerNorm, dropout masks, gathers, the optimizer's update) is where the gap to the
@@ -36,16 +40,20 @@ flags.DEFINE_string("preset", "small", "ELECTRA preset.")
 flags.DEFINE_integer("warmup", 3, "Untraced steps first (tracing, graph optimisation).")
 flags.DEFINE_integer("steps", 3, "Traced steps.")
 flags.DEFINE_integer("top", 25, "Op types to print.")
+flags.DEFINE_integer("nodes", 0, "Also print this many of the costliest ops by node.")
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "As electra-pretrain's.")
 flags.DEFINE_string("logdir", None, "Keep the trace here (default: a temporary directory).")
 
 # A traced op's event is named "node_name:OpType"; the runtime's own events ("ExecutorState::
 # Process", "ThreadpoolListener::Record", XLA's fusions and launches) are not.
-OP_EVENT = re.compile(r"^[^:]+:([A-Za-z0-9_]+)$")
+OP_EVENT = re.compile(r"^([^:]+):([A-Za-z0-9_]+)$")
+# The numbers Keras and TensorFlow append to repeated names (layers, their calls, gradients).
+NAME_NUMBER = re.compile(r"_\d+")
 
 
 def op_times(logdir):
-    """({op type: total picoseconds}, {op type: count}, {runtime event: picoseconds})."""
+    """({op type: total picoseconds}, {op type: count}, {runtime event: picoseconds},
+    {(op type, node name, its numbers written N): picoseconds}, the same's counts)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     path = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
@@ -53,7 +61,7 @@ def op_times(logdir):
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
-    times, counts, runtime = (collections.Counter() for _ in range(3))
+    times, counts, runtime, nodes, node_counts = (collections.Counter() for _ in range(5))
     for line in host.lines:
         if not line.name.startswith("tf_Compute"):  # the executor's threads run the ops
             continue
@@ -61,11 +69,14 @@ def op_times(logdir):
             name = host.event_metadata[event.metadata_id].name
             match = OP_EVENT.match(name)
             if match:
-                times[match.group(1)] += event.duration_ps
-                counts[match.group(1)] += 1
+                node, kind = NAME_NUMBER.sub("_N", match.group(1)), match.group(2)
+                times[kind] += event.duration_ps
+                counts[kind] += 1
+                nodes[kind, node] += event.duration_ps
+                node_counts[kind, node] += 1
             elif not name.startswith(("ExecutorState::Process", "ThreadpoolListener")):
                 runtime[name.split("::")[-1]] += event.duration_ps
-    return times, counts, runtime
+    return times, counts, runtime, nodes, node_counts
 
 
 def main(argv):
@@ -107,7 +118,7 @@ def profile(logdir):
     batch = random_batch(config, FLAGS.batch_size, FLAGS.seq_length)
     model.fit(tf.data.Dataset.from_tensors(batch).repeat(), steps_per_epoch=last + 1,
               epochs=1, verbose=0, callbacks=[Trace()])
-    times, counts, runtime = op_times(logdir)
+    times, counts, runtime, nodes, node_counts = op_times(logdir)
     steps, total = FLAGS.steps, sum(times.values())
     print(f"\n{FLAGS.preset}, {FLAGS.batch_size} x {FLAGS.seq_length}, "
           f"{FLAGS.mixed_precision}: {wall[0] / steps * 1000:,.0f} ms per step (wall, "
@@ -120,6 +131,11 @@ def profile(logdir):
     print(f"{'(other op types)':<36}{rest / 1e9 / steps:10.1f}{100 * rest / total:7.1f}%")
     print("runtime events, ms/step: " + ", ".join(
         f"{name} {ps / 1e9 / steps:.1f}" for name, ps in runtime.most_common(6)))
+    if FLAGS.nodes:
+        print(f"\n{'ms/step':>8}{'count/step':>12}  op type, node")
+    for (kind, node), picoseconds in nodes.most_common(FLAGS.nodes):
+        print(f"{picoseconds / 1e9 / steps:8.1f}{node_counts[kind, node] / steps:12.0f}  "
+              f"{kind}, {node}")
 
 
 if __name__ == "__main__":
