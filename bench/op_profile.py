@@ -61,7 +61,7 @@ def op_times(logdir):
     with open(path, "rb") as f:
         space.ParseFromString(f.read())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
-    times, counts, runtime, nodes, node_counts = (collections.Counter() for _ in range(5))
+    nodes, node_counts, runtime = (collections.Counter() for _ in range(3))
     for line in host.lines:
         if not line.name.startswith("tf_Compute"):  # the executor's threads run the ops
             continue
@@ -69,13 +69,15 @@ def op_times(logdir):
             name = host.event_metadata[event.metadata_id].name
             match = OP_EVENT.match(name)
             if match:
-                node, kind = NAME_NUMBER.sub("_N", match.group(1)), match.group(2)
-                times[kind] += event.duration_ps
-                counts[kind] += 1
-                nodes[kind, node] += event.duration_ps
-                node_counts[kind, node] += 1
+                node = (match.group(2), NAME_NUMBER.sub("_N", match.group(1)))
+                nodes[node] += event.duration_ps
+                node_counts[node] += 1
             elif not name.startswith(("ExecutorState::Process", "ThreadpoolListener")):
                 runtime[name.split("::")[-1]] += event.duration_ps
+    times, counts = collections.Counter(), collections.Counter()  # per type: its nodes' sums
+    for (kind, node), picoseconds in nodes.items():
+        times[kind] += picoseconds
+        counts[kind] += node_counts[kind, node]
     return times, counts, runtime, nodes, node_counts
 
 
@@ -133,9 +135,9 @@ def profile(logdir):
         f"{name} {ps / 1e9 / steps:.1f}" for name, ps in runtime.most_common(6)))
     if FLAGS.nodes:
         print(f"\n{'ms/step':>8}{'count/step':>12}  op type, node")
-    for (kind, node), picoseconds in nodes.most_common(FLAGS.nodes):
-        print(f"{picoseconds / 1e9 / steps:8.1f}{node_counts[kind, node] / steps:12.0f}  "
-              f"{kind}, {node}")
+        for (kind, node), picoseconds in nodes.most_common(FLAGS.nodes):
+            print(f"{picoseconds / 1e9 / steps:8.1f}{node_counts[kind, node] / steps:12.0f}  "
+                  f"{kind}, {node}")
 
 
 if __name__ == "__main__":
