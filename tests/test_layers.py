@@ -296,23 +296,28 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
                            and op.inputs[1].shape[1] >= op.inputs[1].shape[0]]
         # Keras's `Dense` on a 3-D input: `tf.tensordot`, ~20 shape ops per matmul.
         tensordot = [op for op in operations if "Tensordot" in op.name]
+        # The query scaling over [batch, seq, heads, size] values, forward or backward;
+        # the query projection folds it into its weights where gradients are wanted.
+        query_shaped = [op for op in operations if op.type == "Mul"
+                        and op.outputs[0].shape == (2, 12, cfg.num_heads, 32)]
         # Keras's masked softmax selects over the [batch, heads, query, key] scores, and
         # again in the gradient; the additive mask selects only over [batch, 1, 1, key].
         selects = [op for op in operations if op.type == "SelectV2"
                    and op.outputs[0].shape.rank == 4 and op.outputs[0].shape[1] != 1]
         return (loss_and_gradients(), len(broadcast), len(swapped), len(tensordot),
-                len(selects), len(float_transposes), len(wide_transposed))
+                len(selects), len(float_transposes), len(query_shaped), len(wide_transposed))
 
     ((loss, gradients), broadcast, swapped, tensordot, selects, float_transposes,
-     _) = traced(ours)
+     query_shaped, _) = traced(ours)
     ((keras_loss, keras_gradients), keras_broadcast, keras_swapped, keras_tensordot,
-     keras_selects, keras_float_transposes, _) = traced(theirs)
+     keras_selects, keras_float_transposes, keras_query_shaped, _) = traced(theirs)
     assert traced(ours, training=True)[-1] == 0 and traced(theirs, training=True)[-1] > 0
     assert float_transposes == 0 and keras_float_transposes > 0
     assert selects == 0 and keras_selects > 0
     assert broadcast == 0 and keras_broadcast > 0
     assert tensordot == 0 and keras_tensordot > 0
     assert swapped == 0 and keras_swapped > 0
+    assert query_shaped == 0 and keras_query_shaped > 0
     np.testing.assert_allclose(loss, keras_loss, rtol=1e-5)
     for mine, keras_gradient in zip(gradients, keras_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(mine),

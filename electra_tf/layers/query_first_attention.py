@@ -20,7 +20,8 @@ uniform average); padding masks always leave the `[CLS]` key. Same softmax, drop
 weights.
 
 The heads are split and merged with `swap_positions_and_heads` instead of the transposes
-einsum brings (see there).
+einsum brings (see there), and the query scaling is left to a query projection that can
+fold it into its weights (`put_query_first`).
 """
 
 import keras
@@ -40,12 +41,16 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
 
     def _compute_attention(self, query, key, value, attention_mask=None, training=None,
                            return_attention_scores=False, use_causal_mask=False):
+        scale = keras.ops.cast(self._inverse_sqrt_key_dim, query.dtype)
+        scaled_by_projection = getattr(self._query_dense, "output_scale", None) is not None
         if (use_causal_mask or self._flash_attention or len(query.shape) != 4
                 or tuple(self._attention_axes) != (1,)):
+            if scaled_by_projection:  # Keras's attention scales the query itself
+                query = keras.ops.divide(query, scale)
             return super()._compute_attention(query, key, value, attention_mask, training,
                                               return_attention_scores, use_causal_mask)
-        query = keras.ops.multiply(
-            query, keras.ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        if not scaled_by_projection:
+            query = keras.ops.multiply(query, scale)
         # [batch, heads, query, key]: "btnh,bsnh->bnts"
         scores = tf.matmul(swap_positions_and_heads(query), swap_positions_and_heads(key),
                            transpose_b=True)
@@ -93,8 +98,13 @@ def put_query_first(transformer_layer) -> None:
     """Makes a built keras-hub `TransformerEncoder`'s self-attention a
     `QueryFirstAttention`: the same object (projections, weights, names), another
     `_compute_attention`. keras-hub builds it as Keras's `MultiHeadAttention` with no way
-    to choose the class."""
-    self_attention(transformer_layer).__class__ = QueryFirstAttention
+    to choose the class. A query projection with an `output_scale`
+    (`flat_einsum_dense.FlatEinsumDense`) is given the query scaling, which it folds into
+    its weights in training (see there)."""
+    attention = self_attention(transformer_layer)
+    attention.__class__ = QueryFirstAttention
+    if hasattr(attention._query_dense, "output_scale"):
+        attention._query_dense.output_scale = attention._inverse_sqrt_key_dim
 
 
 def self_attention(transformer_layer) -> keras.layers.MultiHeadAttention:
