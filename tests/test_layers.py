@@ -226,6 +226,29 @@ def test_fused_dropout_drops_at_the_rate_scales_the_rest_and_its_gradient_follow
     np.testing.assert_array_equal(FusedDropout(1.0, dtype=dtype)(x, training=True), 0 * x)
 
 
+def test_fused_dropout_draws_a_static_shape_s_mask_without_waiting_for_the_input():
+    layer = FusedDropout(0.1, seed=3)
+    drop = tf.function(lambda x: layer(x, training=True))
+
+    def mask_waits_for_input(input_shape):
+        graph = drop.get_concrete_function(tf.TensorSpec(input_shape, tf.float32)).graph
+        masks = [op for op in graph.get_operations()
+                 if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+                 and "dropout_mask" in op.get_attr("f").name]
+        assert len(masks) == 1
+        ancestors, pending = set(), list(masks[0].inputs)
+        while pending:
+            op = pending.pop().op
+            if op not in ancestors:
+                ancestors.add(op)
+                pending.extend(op.inputs)
+        return graph.inputs[0].op in ancestors
+
+    # Pretraining's fixed batches: the mask can be drawn before the input exists.
+    assert not mask_waits_for_input([4, 8])
+    assert mask_waits_for_input([None, 8])  # the shape read from the input
+
+
 def test_encoder_with_fused_gelu_is_the_same_function_on_the_same_weights():
     cfg = ElectraConfig.preset("tiny", vocab_size=100)
     plain = ElectraEncoder.from_electra_config(cfg)

@@ -179,7 +179,7 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     traces none of the training kernels (GELU, dropout, layer norm) pretraining uses."""
     from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
 
-    kernels = (activations._gelu, fused_dropout._dropout_forward,
+    kernels = (activations._gelu, fused_dropout._dropout_mask,
                fused_layer_normalization._forward)
     before = traces(*kernels)
     train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
