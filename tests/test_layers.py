@@ -226,7 +226,7 @@ def test_fused_dropout_drops_at_the_rate_scales_the_rest_and_its_gradient_follow
     np.testing.assert_array_equal(FusedDropout(1.0, dtype=dtype)(x, training=True), 0 * x)
 
 
-def test_fused_dropout_draws_a_static_shape_s_mask_without_waiting_for_the_input():
+def test_fused_dropout_draws_the_mask_of_a_static_shape_without_waiting_for_the_input():
     layer = FusedDropout(0.1, seed=3)
     drop = tf.function(lambda x: layer(x, training=True))
 
