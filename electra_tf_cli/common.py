@@ -186,9 +186,10 @@ def define_runtime_flags() -> None:
     flags.DEFINE_bool("fused_gelu", None, "Run the encoders' exact GELU as two small XLA "
                       "kernels (forward, backward): same values, faster on CPUs. "
                       "--nofused_gelu for TensorFlow's separate ops. " + kernels)
-    flags.DEFINE_bool("fused_dropout", None, "Run every dropout as one small XLA kernel each "
-                      "way (XLA's vectorised random generator): the same distribution, "
-                      "faster on CPUs. --nofused_dropout for Keras's dropout. " + kernels)
+    flags.DEFINE_bool("fused_dropout", None, "Run every dropout as small XLA kernels (the "
+                      "mask from XLA's vectorised random generator, drawn ahead of its input; "
+                      "the kept values scaled): the same distribution, faster on CPUs. "
+                      "--nofused_dropout for Keras's dropout. " + kernels)
     flags.DEFINE_bool("fused_layer_norm", None, "Run every layer norm as one small XLA "
                       "kernel each way, in float32: same values, faster on CPUs. "
                       "--nofused_layer_norm for TensorFlow's separate ops. " + kernels)

@@ -30,8 +30,9 @@ class RuntimeOptions:
     # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
     # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README). Weights are unaffected.
     fused_gelu: Optional[bool] = None
-    # Every dropout as one small XLA kernel each way (`layers.fused_dropout`): the same
-    # distribution, other random draws; exports are unaffected.
+    # Every dropout as small XLA kernels (`layers.fused_dropout`: the mask, then the kept
+    # values scaled, each way): the same distribution, other random draws; exports are
+    # unaffected.
     fused_dropout: Optional[bool] = None
     # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
     # the same function, computed in float32; exports are unaffected.
