@@ -297,7 +297,8 @@ def test_flat_projections_and_query_first_additive_attention_match_keras_values_
     # A random projection of the outputs: the sum of their squares, after the last layer
     # norm, barely depends on the weights below it, and its gradients there are rounding
     # noise (~1e-5).
-    probe = tf.random.stateless_normal([2, 12, cfg.hidden_size], [0, 1])
+    probe = tf.random.stateless_normal(
+        inputs["input_word_ids"].shape + (cfg.hidden_size,), [0, 1])
 
     def traced(encoder, training=False):
         @tf.function
