@@ -13,11 +13,11 @@ than Keras's.
 
 The draws are a kernel of their own, reading only the seed and, where it is static (as in
 pretraining's fixed batches), the shape: TensorFlow can then draw a layer's mask before its
-input exists, beside other work. The forward passes run one op after another on one of
-the two executor threads; the draws, most of the dropout's time, now run at the step's
-start beside them: ELECTRA-Small's pretraining steps alternating with the one-kernel form,
-bf16 0.986x (100 pairs), fp32 0.976x (60), the same masks (2-core AVX-512 EPYC). The
-masks (one byte a value: ~60 MB) are alive from the step's start.
+input exists. The forward passes run one op after another; the draws, most of the
+dropout's time, now run at the step's start, off their path: ELECTRA-Small's pretraining
+steps alternating with the one-kernel form, bf16 0.986x (100 pairs), fp32 0.976x (60),
+the same masks (2-core AVX-512 EPYC). The masks (one byte a value: ~60 MB) are alive
+from the step's start.
 
 The same distribution: each value is kept with probability 1 - rate (exact to 2^-32: the
 bits are compared with `rate x 2^32`, where TensorFlow's bfloat16 uniform draws have
