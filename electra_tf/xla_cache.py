@@ -18,6 +18,15 @@ TensorFlow leaves them to its user:
   (`as_text_entry`: checked to parse back to the same proto; written atomically).
 - a bound: at exit, the oldest files go while `xla/` holds more than `MAX_BYTES`, and
   temporary files a killed process left behind go after an hour.
+- no false alarms: on AVX-512 CPUs XLA compiles every kernel with two tuning features
+  (`+prefer-no-scatter`, `+prefer-no-gather`) that its loader then misses among the CPU's
+  own, and logs for every kernel it loads, in two lines of ~2,500 characters each, that
+  the "machine type used for XLA:CPU compilation doesn't match the machine type for
+  execution" and "could lead to execution errors such as SIGILL" (XLA's
+  `cpu_aot_loader.cc`; the kernel loads and runs, and the key above means the same CPU).
+  On those CPUs the directory is used only where TensorFlow's errors are not shown
+  (`TF_CPP_MIN_LOG_LEVEL=3`, which the commands set unless `--verbose`): elsewhere, as in
+  a notebook, a later ELECTRA-Small pretraining run would log 52 such errors.
 
 Set `--tf_xla_persistent_cache_directory=` (empty) in `TF_XLA_FLAGS` to turn it off; a
 directory given there is TensorFlow's alone (none of the above).
@@ -73,9 +82,11 @@ def directory_key(tensorflow: str, cpu: str, xla_flags: str) -> str:
 def use_on_disk_cache() -> None:
     """Has this process's XLA compilations (and its children's) read and write the kernel
     directory of its TensorFlow, CPU and flags. Takes effect if called before TensorFlow
-    reads its XLA flags (at its first computation). Does nothing where the user set the
-    flag, the CPU or TensorFlow's library cannot be named, or the directory is not
-    writable or its disk nearly full (TensorFlow fails a computation it cannot save)."""
+    reads its XLA flags (at its first computation); again after `TF_CPP_MIN_LOG_LEVEL`
+    changed, too. Does nothing where the user set the flag, the CPU or TensorFlow's
+    library cannot be named, TensorFlow would log a false alarm for every kernel it loads
+    (`loads_with_false_alarms`), or the directory is not writable or its disk nearly full
+    (TensorFlow fails a computation it cannot save)."""
     # A child of a process that set it has its parent's: it keys its own, by its flags.
     tf_xla_flags = re.sub(rf" ?--{FLAG}=\S*/xla/[0-9a-f]{{16}} {CPU_ONLY}", "",
                           os.environ.get("TF_XLA_FLAGS", ""))
@@ -85,9 +96,11 @@ def use_on_disk_cache() -> None:
         package = importlib.util.find_spec("tensorflow").submodule_search_locations[0]
         library = os.path.join(package, "libtensorflow_framework.so.2")
         status = os.stat(library)
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = cpu_description(f)
+        cpu = _this_cpu()
         if cpu is None:
+            return
+        if loads_with_false_alarms(cpu, os.environ.get("TF_CPP_MIN_LOG_LEVEL", "")):
+            _set_flags(tf_xla_flags)  # nor the directory of a parent process
             return
         root = os.path.join(cache.home(), "xla")
         directory = os.path.join(root, directory_key(
@@ -99,9 +112,27 @@ def use_on_disk_cache() -> None:
             return
     except (OSError, AttributeError, TypeError):  # no such file, package or directory
         return
-    os.environ["TF_XLA_FLAGS"] = f"{tf_xla_flags} --{FLAG}={directory} {CPU_ONLY}".strip()
+    _set_flags(f"{tf_xla_flags} --{FLAG}={directory} {CPU_ONLY}".strip())
     _STATE["directory"] = directory
     atexit.register(_tidy)
+
+
+def loads_with_false_alarms(cpu: str, min_log_level: str) -> bool:
+    """Whether TensorFlow would log an error for every kernel it loads from disk: on a CPU
+    with AVX-512 (`cpu`: `cpu_description`'s), unless `min_log_level`
+    (`TF_CPP_MIN_LOG_LEVEL`'s value) hides errors."""
+    avx512 = re.search(r"^flags: .*\bavx512", cpu, re.MULTILINE) is not None
+    return avx512 and not (min_log_level.strip().isdigit() and int(min_log_level) >= 3)
+
+
+def _this_cpu() -> Optional[str]:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        return cpu_description(f)
+
+
+def _set_flags(tf_xla_flags: str) -> None:
+    if tf_xla_flags or "TF_XLA_FLAGS" in os.environ:
+        os.environ["TF_XLA_FLAGS"] = tf_xla_flags
 
 
 def _tidy() -> None:

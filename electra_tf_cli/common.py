@@ -18,13 +18,16 @@ def import_tensorflow(verbose: typing.Optional[bool] = None) -> None:
     GPU probing on machines without one) are silenced unless `verbose` (None: `--verbose`
     in `sys.argv`) or the user set TF_CPP_MIN_LOG_LEVEL. Call it before anything imports
     TensorFlow."""
-    import electra_tf  # noqa: F401  (TensorFlow's CPU memory settings)
+    from electra_tf import xla_cache  # importing electra_tf: TensorFlow's CPU memory settings
 
     if verbose is None:
         verbose = any(a in VERBOSE_FLAGS for a in sys.argv)
     quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and not verbose
     if quiet:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        # With TensorFlow's errors hidden, XLA's kernels are kept on disk on every CPU
+        # (`electra_tf.xla_cache`, which `import electra_tf` left off on AVX-512 CPUs).
+        xla_cache.use_on_disk_cache()
     # Python's garbage collector scans every object at its full collections, and the import
     # makes over 300,000 that are never garbage: collections off while it runs, then those
     # objects left out of later scans. Imports 0.8-1.3 s of CPU faster (of 4.7-5.7 s), a
