@@ -100,7 +100,8 @@ def use_on_disk_cache() -> None:
         if cpu is None:
             return
         if loads_with_false_alarms(cpu, os.environ.get("TF_CPP_MIN_LOG_LEVEL", "")):
-            _set_flags(tf_xla_flags)  # nor the directory of a parent process
+            if "TF_XLA_FLAGS" in os.environ:  # nor a parent process's directory
+                os.environ["TF_XLA_FLAGS"] = tf_xla_flags
             return
         root = os.path.join(cache.home(), "xla")
         directory = os.path.join(root, directory_key(
@@ -112,7 +113,7 @@ def use_on_disk_cache() -> None:
             return
     except (OSError, AttributeError, TypeError):  # no such file, package or directory
         return
-    _set_flags(f"{tf_xla_flags} --{FLAG}={directory} {CPU_ONLY}".strip())
+    os.environ["TF_XLA_FLAGS"] = f"{tf_xla_flags} --{FLAG}={directory} {CPU_ONLY}".strip()
     _STATE["directory"] = directory
     atexit.register(_tidy)
 
@@ -128,11 +129,6 @@ def loads_with_false_alarms(cpu: str, min_log_level: str) -> bool:
 def _this_cpu() -> Optional[str]:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
         return cpu_description(f)
-
-
-def _set_flags(tf_xla_flags: str) -> None:
-    if tf_xla_flags or "TF_XLA_FLAGS" in os.environ:
-        os.environ["TF_XLA_FLAGS"] = tf_xla_flags
 
 
 def _tidy() -> None:
