@@ -218,3 +218,41 @@ def test_gradient_accumulation_matches_the_large_batch_step():
     assert np.linalg.norm(moments[0]) > 0
     difference = np.linalg.norm(moments[1] - moments[0]) / np.linalg.norm(moments[0])
     assert difference < 1e-4
+
+
+def test_fit_takes_the_commands_steps_and_gives_the_layers_back():
+    """`fit` from Python trains with `electra-pretrain`'s kernels (fused GELU, dropout and
+    layer norms): the same losses as the command's model, dropout's random draws included,
+    from the same seed and batches; afterwards the layers are Keras's and ours again."""
+    from electra_tf.layers.activations import gelu
+    from electra_tf.runs.pretrain import build_model
+
+    cfg = tiny(batch_size=4, max_seq_length=32, num_layers=1)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 1500, (4, 32)).astype(np.int32)
+    batch = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+             "input_type_ids": np.zeros_like(ids),
+             "noise": rng.random((4, ElectraPretrainer(cfg).noise_width), np.float32)}
+    data = tf.data.Dataset.from_tensors(batch).repeat(2)
+    keras.utils.set_random_seed(0)
+    command, _ = build_model(cfg)
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(cfg)
+    model.compile(optimizer=create_pretraining_optimizer(cfg, model))
+
+    def kernels(model):
+        """The classes of its dropouts and norms, the names of its activations."""
+        names = set()
+        for layer in model._flatten_layers():
+            if isinstance(layer, (keras.layers.Dropout, keras.layers.LayerNormalization)):
+                names.add(type(layer).__name__)
+            activation = getattr(layer, "activation", None)
+            names.add(getattr(activation, "__name__", str(activation)))
+        return sorted(names)
+
+    before = kernels(model)
+    losses = [m.fit(data, verbose=0).history["loss"] for m in (command, model)]
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-6)
+    assert kernels(model) == before and "FusedDropout" not in before
+    assert model.discriminator.transformer_layers[0].activation is gelu
+    assert "FusedDropout" in kernels(command)  # the command's model keeps them for good

@@ -81,10 +81,14 @@ class FusedDropout(keras.layers.Dropout):
         return fused_dropout(inputs, self.rate, seed)
 
 
-def use_fused_dropout(model) -> None:
+def use_fused_dropout(model) -> list:
     """Makes every Keras `Dropout` of a built `model` a `FusedDropout`: the same objects
     (rate, seed state), another training-time call. keras-hub and Keras create them inside
-    their layers' `build` with no way to choose the class."""
+    their layers' `build` with no way to choose the class. Returns the layers changed, each
+    with its class before."""
+    changed = []
     for layer in model._flatten_layers(include_self=False):
         if type(layer) is keras.layers.Dropout:
+            changed.append((layer, type(layer)))
             layer.__class__ = FusedDropout
+    return changed

@@ -62,11 +62,14 @@ class FusedLayerNormalization(ClosedFormLayerNormalization):
         return keras.ops.cast(outputs, self.compute_dtype)
 
 
-def use_fused_layer_norms(model) -> None:
+def use_fused_layer_norms(model) -> list:
     """Makes every Keras `LayerNormalization` and `ClosedFormLayerNormalization` of a built
     `model` a `FusedLayerNormalization`: the same objects (weights, names, checkpoints),
     another `call`. keras-hub creates the generator head's norm with no way to choose its
-    class."""
+    class. Returns the layers changed, each with its class before."""
+    changed = []
     for layer in model._flatten_layers(include_self=False):
         if type(layer) in (keras.layers.LayerNormalization, ClosedFormLayerNormalization):
+            changed.append((layer, type(layer)))
             layer.__class__ = FusedLayerNormalization
+    return changed

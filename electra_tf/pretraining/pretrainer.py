@@ -15,6 +15,8 @@ from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
 from electra_tf.training.graph_optimization import one_optimization_round
 from electra_tf.training.optimization import build_optimizer_before_fit
+from electra_tf.training.runtime import training_kernels
+from electra_tf.training.runtime_options import RuntimeOptions
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -46,6 +48,11 @@ class ElectraPretrainer(keras.Model):
     `config.grad_accum_steps` > 1 splits each replica's batch into that many micro-batches
     and sums their gradients into one optimizer step.
 
+    `fit` trains with `training_kernels` (`RuntimeOptions`' three fused kernels, each on
+    unless set False, as in `electra-pretrain`: the same steps and random draws as the
+    command's, ELECTRA-Small's ~10% shorter than with Keras's own layers on a 2-core
+    AVX-512 EPYC), and puts the layers' own back afterwards for inference and saving.
+
     Example:
     >>> cfg = ElectraConfig.preset("tiny")
     >>> model = ElectraPretrainer(cfg)
@@ -76,6 +83,7 @@ class ElectraPretrainer(keras.Model):
             setattr(self, name, head)
             self.head_names.append(name)
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="masking_seed")
+        self.training_kernels = RuntimeOptions()  # unset: on, see `fit`
         self.noise_width = noise_width(config.max_seq_length, config.max_predictions_per_seq)
         self.special_token_ids = (config.pad_token_id, config.cls_token_id,
                                   config.sep_token_id, config.mask_token_id)
@@ -132,13 +140,16 @@ class ElectraPretrainer(keras.Model):
         self.built = True
 
     def fit(self, *args, **kwargs):
-        """Keras's `fit`, after `build_all` and the optimizer's variables (built while the
-        first step is traced, they would make TensorFlow trace it twice), its functions
-        optimised in `one_optimization_round`."""
+        """Keras's `fit` with the training kernels (`training_kernels`, for the call), after
+        `build_all` and the optimizer's variables (built while the first step is traced,
+        they would make TensorFlow trace it twice), its functions optimised in
+        `one_optimization_round`."""
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
-        with one_optimization_round(self.compute_dtype):
+        # Batches of one shape: the kernels left unset (None) are on, as in the command.
+        kernels = self.training_kernels.for_run(fixed_shapes=True)
+        with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
             return super().fit(*args, **kwargs)
 
     def get_build_config(self):

@@ -209,6 +209,7 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
         model = ElectraPretrainer(config, activation=runtime.encoder_activation)
         model.build_all()
     runtime_lib.use_training_kernels(model, runtime)
+    model.training_kernels = runtime  # for its `fit`: the run's choice, for good
     optimizer = create_pretraining_optimizer(config, model)
     # steps_per_execution stays 1: larger values crash under MirroredStrategy (keras#19246).
     model.compile(optimizer=runtime_lib.wrap_optimizer(optimizer, runtime.mixed_precision),

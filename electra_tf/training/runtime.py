@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.errors import ConfigError
+from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
@@ -135,6 +136,37 @@ def use_training_kernels(model, options: RuntimeOptions) -> None:
         use_fused_dropout(model)
     if options.fused_layer_norm:
         use_fused_layer_norms(model)
+
+
+@contextlib.contextmanager
+def training_kernels(model, options: RuntimeOptions):
+    """Within, a built `model` runs the training-only kernels `options` asks for, as
+    `use_training_kernels` and `encoder_activation` give them for good, its encoders' GELU
+    included; afterwards each layer changed is as it was, so that its inference, exports
+    and `.keras` files keep the layers' own kernels (the training kernels compile for every
+    new shape). Functions traced within keep the kernels they traced."""
+    from electra_tf.layers.encoder import ElectraEncoder  # that module loads keras-hub
+
+    classes = []
+    if options.fused_dropout:
+        classes += use_fused_dropout(model)
+    if options.fused_layer_norm:
+        classes += use_fused_layer_norms(model)
+    activations = []
+    if options.fused_gelu:
+        encoders = [layer for layer in model._flatten_layers()
+                    if isinstance(layer, ElectraEncoder)]
+        for layer in (inner for encoder in encoders for inner in encoder._flatten_layers()):
+            if getattr(layer, "activation", None) is gelu:
+                activations.append(layer)
+                layer.activation = fused_gelu
+    try:
+        yield
+    finally:
+        for layer, previous in classes:
+            layer.__class__ = previous
+        for layer in activations:
+            layer.activation = gelu
 
 
 def wrap_optimizer(optimizer, mixed_precision: str):
