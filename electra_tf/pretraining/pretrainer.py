@@ -147,6 +147,10 @@ class ElectraPretrainer(keras.Model):
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
+        if isinstance(args[0] if args else kwargs.get("x"), tf.data.Dataset):
+            # A dataset shuffles itself: Keras would warn that its default shuffle=True
+            # is ignored, to a user who passed none.
+            kwargs.setdefault("shuffle", False)
         # Batches of one shape: the kernels left unset (None) are on, as in the command.
         kernels = self.training_kernels.for_run(fixed_shapes=True)
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
