@@ -3,6 +3,7 @@ recipe when nothing is compiled, and TF Serving exports that answer as `predict`
 (`.keras` round trips: test_models_keras_files.py)."""
 
 import json
+import warnings
 
 import keras
 import keras_hub
@@ -30,6 +31,19 @@ def fitted(pretrained_dir):
     history = clf.fit(texts, labels, batch_size=16, epochs=1, verbose=0)
     return clf, texts, history
 
+
+def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
+    """Batches of raw texts and label ids, in the dataset's own order: no warning from
+    Keras that its default `shuffle=True` is ignored."""
+    texts, labels = _sentiment(8)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=32)
+    data = tf.data.Dataset.from_tensor_slices((texts, clf.label_ids(labels))).batch(4)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        history = clf.fit(data, epochs=1, verbose=0)
+    assert not [w for w in warned if "shuffle" in str(w.message)]
+    assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
 def test_fit_without_compile_trains_with_the_official_recipe(fitted):
     clf, texts, history = fitted

@@ -139,12 +139,13 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, steps_per_epoch=None,
-            shuffle=True, sample_weight=None, **kwargs):
+            shuffle=None, sample_weight=None, **kwargs):
         """Keras's `fit`; in-memory examples (arrays, lists, of strings or words too) are
         batched as a dataset of examples (lists of words are ragged, which keras-hub's
         pipeline cannot batch) and, with `shuffle`, shuffled every epoch, as Keras does
         (keras-hub's pipeline would feed them in order); its functions are optimised in
-        `one_optimization_round`."""
+        `one_optimization_round`. `shuffle`: `optimization.fit_shuffle`'s default."""
+        shuffle = optimization.fit_shuffle(x, shuffle)
         if getattr(self, "uses_official_recipe", False):
             steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
             self.compile_official_recipe(steps)

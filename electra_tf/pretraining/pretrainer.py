@@ -14,7 +14,7 @@ from electra_tf.pretraining.masking import mask_tokens, noise_width, split_noise
 from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
 from electra_tf.training.graph_optimization import one_optimization_round
-from electra_tf.training.optimization import build_optimizer_before_fit
+from electra_tf.training.optimization import build_optimizer_before_fit, fit_shuffle
 from electra_tf.training.runtime import training_kernels
 from electra_tf.training.runtime_options import RuntimeOptions
 
@@ -147,10 +147,8 @@ class ElectraPretrainer(keras.Model):
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
-        if isinstance(args[0] if args else kwargs.get("x"), tf.data.Dataset):
-            # A dataset shuffles itself: Keras would warn that its default shuffle=True
-            # is ignored, to a user who passed none.
-            kwargs.setdefault("shuffle", False)
+        kwargs["shuffle"] = fit_shuffle(args[0] if args else kwargs.get("x"),
+                                        kwargs.get("shuffle"))
         # Batches of one shape: the kernels left unset (None) are on, as in the command.
         kernels = self.training_kernels.for_run(fixed_shapes=True)
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):

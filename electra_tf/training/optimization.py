@@ -192,6 +192,12 @@ def build_optimizer_before_fit(model) -> None:
             optimizer.build(model.trainable_variables)
 
 
+def fit_shuffle(x, shuffle):
+    """`fit`'s `shuffle` for data `x`: as given, else Keras's default, True, but for a
+    `tf.data.Dataset`, which orders itself (Keras 3.15 warns that it ignores True)."""
+    return not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
+
+
 def create_optimizer(learning_rate, total_steps, warmup_steps, variables, weight_decay=0.01,
                      clip_norm=1.0, bias_correction=False, lr_decay_power=1.0,
                      lr_multipliers=None):
