@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
+from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
@@ -129,44 +130,40 @@ def precision(mixed_precision: str):
         keras.config.set_dtype_policy(previous)
 
 
-def use_training_kernels(model, options: RuntimeOptions) -> None:
-    """Gives a built model the training-only kernels `options` asks for (the GELU is
-    chosen when the encoders are built, by `encoder_activation`)."""
+def use_training_kernels(model, options: RuntimeOptions) -> list:
+    """Gives a built model the training-only kernels `options` asks for: its dropouts' and
+    layer norms' classes, and the GELU of encoders built with `gelu` (runs build theirs
+    with `encoder_activation`'s choice). Returns what it changed, (layer, attribute, value
+    before) each, for `training_kernels` to put back."""
+    changed = []
     if options.fused_dropout:
-        use_fused_dropout(model)
+        changed += [(layer, "__class__", before) for layer, before in use_fused_dropout(model)]
     if options.fused_layer_norm:
-        use_fused_layer_norms(model)
-
-
-@contextlib.contextmanager
-def training_kernels(model, options: RuntimeOptions):
-    """Within, a built `model` runs the training-only kernels `options` asks for, as
-    `use_training_kernels` and `encoder_activation` give them for good, its encoders' GELU
-    included; afterwards each layer changed is as it was, so that its inference, exports
-    and `.keras` files keep the layers' own kernels (the training kernels compile for every
-    new shape). Functions traced within keep the kernels they traced."""
-    from electra_tf.layers.encoder import ElectraEncoder  # that module loads keras-hub
-
-    classes = []
-    if options.fused_dropout:
-        classes += use_fused_dropout(model)
-    if options.fused_layer_norm:
-        classes += use_fused_layer_norms(model)
-    activations = []
+        changed += [(layer, "__class__", before)
+                    for layer, before in use_fused_layer_norms(model)]
     if options.fused_gelu:
         encoders = [layer for layer in model._flatten_layers()
                     if isinstance(layer, ElectraEncoder)]
         for layer in (inner for encoder in encoders for inner in encoder._flatten_layers()):
             if getattr(layer, "activation", None) is gelu:
-                activations.append(layer)
+                changed.append((layer, "activation", gelu))
                 layer.activation = fused_gelu
+    return changed
+
+
+@contextlib.contextmanager
+def training_kernels(model, options: RuntimeOptions):
+    """Within, a built `model` runs the training-only kernels `options` asks for
+    (`use_training_kernels`); afterwards each layer changed is as it was, so that its
+    inference, exports and `.keras` files keep the layers' own kernels (the training
+    kernels compile for every new shape). Functions traced within keep the kernels they
+    traced."""
+    changed = use_training_kernels(model, options)
     try:
         yield
     finally:
-        for layer, previous in classes:
-            layer.__class__ = previous
-        for layer in activations:
-            layer.activation = gelu
+        for layer, attribute, before in reversed(changed):
+            setattr(layer, attribute, before)
 
 
 def wrap_optimizer(optimizer, mixed_precision: str):
