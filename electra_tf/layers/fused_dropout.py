@@ -36,11 +36,17 @@ from electra_tf import traced
 _BITS = 2 ** 32
 
 
+# The bits are drawn as uint64 and read as their two 32-bit halves: the words a flat uint32
+# draw gives, in its order, at about half the cost of XLA's uint32 draw of a shaped tensor
+# (alone, 2-core AMD EPYC Zen 5: [32, 4, 128, 128] 1.64 -> 0.95 ms, [32, 128, 1024] 2.88 ->
+# 1.52), which lays the same words out with an extra pass.
 @traced.function(jit_compile=True)
 def _dropout_mask(shape, seed, threshold):
-    bits = tf.random.stateless_uniform(shape, seed, minval=None, maxval=None,
-                                       dtype=tf.uint32, alg="threefry")
-    return bits >= threshold
+    size = tf.reduce_prod(shape)
+    pairs = tf.random.stateless_uniform(tf.reshape((size + 1) // 2, [1]), seed, minval=None,
+                                        maxval=None, dtype=tf.uint64, alg="threefry")
+    bits = tf.reshape(tf.bitcast(pairs, tf.uint32), [-1])[:size]
+    return tf.reshape(bits >= threshold, shape)
 
 
 # The forward pass and the gradient alike: the kept values scaled, the others zero.
