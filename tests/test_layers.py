@@ -9,6 +9,7 @@ from tensorflow.python.util import _pywrap_util_port
 from electra_tf.config import ElectraConfig
 from electra_tf.layers import flat_dense, layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
+from electra_tf.layers.bfloat16_rounding import narrow
 from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
@@ -197,6 +198,28 @@ def test_fused_layer_norm_is_the_closed_form_one_with_its_gradient(policy, rtol,
     kernels = {op.type for op in tf.function(lambda: outputs_and_gradients(fused))
                .get_concrete_function().graph.get_operations()}
     assert kernels.isdisjoint({"Mean", "SquaredDifference", "Rsqrt"})
+
+
+@pytest.mark.parametrize("in_xla", [False, True])
+def test_narrow_rounds_to_bfloat16_as_tensorflows_cast(in_xla):
+    # Every kind of float32: random bit patterns, then zeros, infinities, the largest
+    # finite values (which round to infinity), NaNs whose carry would reach the sign or
+    # exponent, subnormals and ties on either side of an even last kept bit.
+    special = [0, 0x80000000, 0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800001,
+               0x7FFFFFFF, 0xFFFFFFFF, 0x7FC00000, 0x00008000, 0x00018000, 0x00000001,
+               0x3F808000, 0x3F818000, 0x3F807FFF, 0x7F7F8000, 0x7F7F7FFF]
+    bits = np.concatenate([np.random.default_rng(0).integers(0, 2 ** 32, 200_000),
+                           special]).astype(np.uint32)
+    x = tf.bitcast(tf.constant(bits), tf.float32)
+    rounded = (tf.function(narrow, jit_compile=True) if in_xla else narrow)(x, tf.bfloat16)
+    assert rounded.dtype == tf.bfloat16
+    theirs = tf.cast(x, tf.bfloat16)
+    nan = np.isnan(x.numpy())
+    assert nan.sum() > 500
+    np.testing.assert_array_equal(tf.bitcast(rounded, tf.uint16).numpy()[~nan],
+                                  tf.bitcast(theirs, tf.uint16).numpy()[~nan])
+    assert np.isnan(tf.cast(rounded, tf.float32).numpy()[nan]).all()
+    np.testing.assert_array_equal(tf.bitcast(narrow(x, tf.float32), tf.uint32), bits)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import traced
+from electra_tf.layers.bfloat16_rounding import narrow
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -41,7 +42,7 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 @traced.function(jit_compile=True)
 def _gelu(x, bias):
     wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
-    return tf.cast(wide * (0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)), x.dtype)
+    return narrow(wide * (0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)), x.dtype)
 
 
 @traced.function(jit_compile=True)
@@ -50,7 +51,7 @@ def _gelu_backward(x, bias, upstream):
     wide = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
     cdf = 0.5 + 0.5 * tf.math.erf(wide * _SQRT_HALF)
     pdf = tf.exp(-0.5 * wide * wide) * _INV_SQRT_2PI
-    return tf.cast(tf.cast(upstream, tf.float32) * (cdf + wide * pdf), upstream.dtype)
+    return narrow(tf.cast(upstream, tf.float32) * (cdf + wide * pdf), upstream.dtype)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import traced
+from electra_tf.layers.bfloat16_rounding import narrow
 
 # The drop threshold's scale: the generator's raw bits are uniform over [0, 2^32).
 _BITS = 2 ** 32
@@ -52,7 +53,7 @@ def _dropout_mask(shape, seed, threshold):
 # The forward pass and the gradient alike: the kept values scaled, the others zero.
 @traced.function(jit_compile=True)
 def _kept_and_scaled(x, keep, scale):
-    return tf.where(keep, tf.cast(tf.cast(x, tf.float32) * scale, x.dtype),
+    return tf.where(keep, narrow(tf.cast(x, tf.float32) * scale, x.dtype),
                     tf.zeros([], x.dtype))
 
 

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import traced
+from electra_tf.layers.bfloat16_rounding import narrow
 from electra_tf.layers.closed_form_layer_normalization import (
     ClosedFormLayerNormalization, layer_normalization, normalization_gradients,
     normalize_with_statistics)
@@ -30,14 +31,14 @@ from electra_tf.layers.closed_form_layer_normalization import (
 def _forward(x, gamma, beta, epsilon):
     outputs, mean, reciprocal_std = normalize_with_statistics(
         tf.cast(x, tf.float32), gamma, beta, epsilon)
-    return tf.cast(outputs, x.dtype), mean, reciprocal_std
+    return narrow(outputs, x.dtype), mean, reciprocal_std
 
 
 @traced.function(jit_compile=True)
 def _backward(x, gamma, mean, reciprocal_std, upstream):
     inputs_gradient, scaled_normalized = normalization_gradients(
         tf.cast(x, tf.float32), gamma, mean, reciprocal_std, tf.cast(upstream, tf.float32))
-    return tf.cast(inputs_gradient, x.dtype), scaled_normalized
+    return narrow(inputs_gradient, x.dtype), scaled_normalized
 
 
 def fused_layer_normalization(x, gamma, beta, epsilon: float):
