@@ -1,5 +1,5 @@
-"""`narrow`: a float32 tensor cast to the dtype the training kernels write, bfloat16 rounded
-by integer ops.
+"""`narrow`: a float32 tensor cast to the dtype the small XLA training kernels write (GELU,
+dropout, layer norm, the generator's cross-entropy), bfloat16 rounded by integer ops.
 
 Written by hand because XLA's CPU backend runs its own float32 -> bfloat16 `convert` at
 about twice the cost of these integer ops: the fused GELU's forward over [32, 128, 1024]

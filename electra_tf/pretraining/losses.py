@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from electra_tf import traced
+from electra_tf.layers.bfloat16_rounding import narrow
 
 
 # The generator's cross-entropy over the vocabulary as two small XLA kernels (forward and
@@ -28,7 +29,7 @@ def _cross_entropy_backward(logits, labels, log_normalizer, upstream):
     wide = tf.cast(logits, tf.float32)
     gradient = (tf.exp(wide - log_normalizer[..., None])
                 - tf.one_hot(labels, logits.shape[-1], dtype=tf.float32))
-    return tf.cast(gradient * upstream[..., None], logits.dtype)
+    return narrow(gradient * upstream[..., None], logits.dtype)
 
 
 def sparse_cross_entropy(labels, logits):
