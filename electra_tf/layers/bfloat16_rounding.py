@@ -12,7 +12,8 @@ stays NaN).
 
 import tensorflow as tf
 
-_SIXTEEN = 16
+# The low half of a float32 that bfloat16 drops.
+_DROPPED_BITS = 16
 
 
 def narrow(x, dtype):
@@ -22,7 +23,7 @@ def narrow(x, dtype):
     if tf.as_dtype(dtype) != tf.bfloat16:
         return tf.cast(x, dtype)
     bits = tf.bitcast(x, tf.uint32)
-    shift = tf.constant(_SIXTEEN, tf.uint32)
+    shift = tf.constant(_DROPPED_BITS, tf.uint32)
     # Adding 0x7FFF plus the last kept bit carries into the kept half exactly when the
     # dropped half is over a half, or a half with the kept half odd.
     last_kept = tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, shift),
