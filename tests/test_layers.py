@@ -18,8 +18,10 @@ from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
+from electra_tf.layers.inference import forms_per_call, inference_only
 from electra_tf.layers.masked_lm_head import tied_masked_lm_head
-from electra_tf.layers.query_first_attention import self_attention
+from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
+                                                      self_attention)
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -151,8 +153,6 @@ def test_closed_form_layer_norm_is_keras_forward_with_its_gradient_in_fewer_ops(
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_a_layer_norm_traced_for_inference_takes_a_cheaper_order_as_exact_as_keras(policy):
-    from electra_tf.layers.inference import inference_only
-
     x, _, (norm,) = norms_alike((ClosedFormLayerNormalization,), policy)
     gamma, beta = (w.astype(np.float64) for w in norm.get_weights())
 
@@ -469,12 +469,13 @@ def test_inference_traces_one_transformer_layer_unless_exporting(monkeypatch):
 
 def frozen_encoder_session(encoder, requests):
     """Runs `encoder` as TF Serving runs an export (traced for any batch and length under
-    `split_per_call`, weights frozen, in a TF1 session with Grappler): [(sequence output,
-    Counter of the executed op kinds)] for each of `requests`."""
+    `forms_per_call` and `inference_only`, weights frozen, in a TF1 session with
+    Grappler): [(sequence output, Counter of the executed op kinds)] for each of
+    `requests`."""
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
-    with export_tracing():
+    with export_tracing(), inference_only():
         frozen = convert_variables_to_constants_v2(inference_function(encoder))
     graph = tf.Graph()
     with graph.as_default():
@@ -507,8 +508,6 @@ def perturbed_encoder(config, inputs):
 def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs(
         monkeypatch):
     """Same outputs to float32 rounding: the layer norms normalize in another order."""
-    from electra_tf.layers.inference import inference_only
-
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
     inputs = encoder_inputs()
     encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
@@ -584,14 +583,38 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     def kinds(function):
         return collections.Counter(op.type for op in function.graph.get_operations())
 
-    with flat_dense.split_per_call():
+    with forms_per_call():
         step = kinds(training_step.get_concrete_function(
             {name: tf.TensorSpec([None, None], tf.int32) for name in short}))
     assert not step["If"] and not step["StatelessIf"]
     assert step["MatMul"] == 3 * (split_products + 1)  # forward, input and kernel gradients
-    plain = kinds(inference_function(encoder))  # outside `split_per_call`
+    plain = kinds(inference_function(encoder))  # outside `forms_per_call`
     assert not plain["If"] and not plain["StatelessIf"]
     assert plain["MatMul"] == split_products + 1
+
+
+def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
+    """An export's attention picks its kernels per request: of at most
+    `SMALL_ATTENTION_MAX_SCORES` scores per head, `small_attention` (`BatchMatMulV3`, the
+    softmax written out), else TensorFlow's `BatchMatMulV2` and softmax (oneDNN's where
+    it is on); both give the outputs of the eager encoder."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, num_layers=1)
+    short = encoder_inputs()  # 2 x 12 x 12 scores per head, one text padded
+    long = encoder_inputs(batch=6, seq=50, lengths=(50, 20, 9, 50, 33, 1))  # 6 x 50 x 50
+    assert 2 * 12 * 12 <= SMALL_ATTENTION_MAX_SCORES < 6 * 50 * 50
+    encoder = perturbed_encoder(config, short)
+    (short_outputs, short_ops), (long_outputs, long_ops) = frozen_encoder_session(
+        encoder, [short, long])
+
+    def kinds(executed, part):
+        return {kind: n for kind, n in executed.items() if part in kind}
+
+    assert kinds(short_ops, "BatchMatMul") == {"BatchMatMulV3": 2}
+    assert not kinds(short_ops, "Softmax")
+    assert sum(kinds(long_ops, "BatchMatMulV2").values()) == 2
+    assert not kinds(long_ops, "BatchMatMulV3") and kinds(long_ops, "Softmax")
+    for inputs, outputs in ((short, short_outputs), (long, long_outputs)):
+        np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
 @pytest.mark.parametrize("products_in_float32", [None, False],

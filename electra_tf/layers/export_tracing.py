@@ -6,19 +6,20 @@ import contextlib
 import contextvars
 
 from electra_tf import traced
-from electra_tf.layers import flat_dense, layer_stack
+from electra_tf.layers import layer_stack
+from electra_tf.layers.inference import forms_per_call
 
 _tracing_an_export = contextvars.ContextVar("tracing_an_export", default=False)
 
 
 @contextlib.contextmanager
 def export_tracing():
-    """Within, functions traced pick each large inference product's form per call
-    (`flat_dense.split_per_call`: exports answer single short requests), call each
+    """Within, functions traced pick some inference ops' form per call
+    (`inference.forms_per_call`: exports answer single short requests), call each
     transformer layer on its own (`layer_stack.inference_layer_by_layer`: the runtimes
     that serve an export run its flat graph as measured, and it is traced once) and trace
     the tokenizer's ops into the export's own graph (`tracing_an_export`)."""
-    with flat_dense.split_per_call(), layer_stack.inference_layer_by_layer(), (
+    with forms_per_call(), layer_stack.inference_layer_by_layer(), (
             traced.switched(_tracing_an_export, True)):
         yield
 

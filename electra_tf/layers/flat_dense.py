@@ -9,15 +9,14 @@ what TensorFlow's graph optimiser fuses into one oneDNN `_FusedMatMul`. Same wei
 and values (to float32 rounding).
 """
 
-import contextvars
 import functools
 import math
 
 import keras
 import tensorflow as tf
 
-from electra_tf import traced
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
+from electra_tf.layers.inference import picks_forms_per_call
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -37,16 +36,6 @@ class FlatDense(keras.layers.Dense):
 # SPLIT_MIN_KERNEL_SIZE values run as two half-products (`split_matmul` says why).
 SPLIT_MAX_ROWS = 256
 SPLIT_MIN_KERNEL_SIZE = 256 * 256
-_split_per_call = contextvars.ContextVar("split_per_call", default=False)
-
-
-def split_per_call():
-    """Within, functions traced for inputs whose rows are unknown until run time pick each
-    large inference product's form per call (`tf.cond`): split for at most SPLIT_MAX_ROWS
-    rows. For exports, which answer single short requests; elsewhere such functions keep one
-    form, as the conds' tracing (~1.5 s more for an ELECTRA-Small classifier's first
-    `predict`, 2-core AVX-512 EPYC) costs more than they save."""
-    return traced.switched(_split_per_call, True)
 
 
 def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training=None):
@@ -60,7 +49,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     stands between them (the feed-forward layers of an exported classifier).
 
     Outside training, a product of few rows with a large kernel runs as `split_matmul`;
-    with the rows unknown until run time, only under `split_per_call` (exports)."""
+    with the rows unknown until run time, only under `forms_per_call` (exports)."""
     contracted = math.prod(kernel.shape[:contracted_axes])
     produced = tuple(kernel.shape[contracted_axes:])
     kernel = tf.convert_to_tensor(kernel)
@@ -93,7 +82,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
 
     if splittable and x.shape[0] is not None:
         y = product(split=x.shape[0] <= SPLIT_MAX_ROWS)
-    elif splittable and _split_per_call.get():
+    elif splittable and picks_forms_per_call():
         y = tf.cond(tf.shape(x)[0] <= SPLIT_MAX_ROWS, lambda: product(split=True),
                     lambda: product(split=False))
     else:

@@ -1,5 +1,6 @@
-"""`inference_only()`: functions traced within take no gradients, so the layers whose
-gradient is written by hand trace their forward pass alone.
+"""How the layers trace for inference. `inference_only()`: functions traced within take
+no gradients, so the layers whose gradient is written by hand trace their forward pass
+alone. `forms_per_call()`: functions traced within pick some ops' form per call.
 
 Why: `tf.custom_gradient` builds its gradient's graph machinery at every call while
 tracing, about 2-5 ms each in Python. ELECTRA-Small's classifier holds 73 (the layer
@@ -14,6 +15,7 @@ import contextvars
 from electra_tf import traced
 
 _inference_only = contextvars.ContextVar("inference_only", default=False)
+_forms_per_call = contextvars.ContextVar("forms_per_call", default=False)
 
 
 def inference_only():
@@ -26,3 +28,18 @@ def inference_only():
 def gradients_wanted() -> bool:
     """False within `inference_only()`."""
     return not _inference_only.get()
+
+
+def forms_per_call():
+    """Within, functions traced for inputs whose shapes are unknown until run time pick the
+    form of some inference ops per call (`tf.cond`): each large product split or not
+    (`flat_dense.flat_matmul`), the attention on TensorFlow's own kernels or on oneDNN's
+    (`query_first_attention`). For exports, which answer single short requests; elsewhere
+    such functions keep one form, as the conds' tracing (~1.5 s more for an ELECTRA-Small
+    classifier's first `predict`, 2-core AVX-512 EPYC) costs more than they save."""
+    return traced.switched(_forms_per_call, True)
+
+
+def picks_forms_per_call() -> bool:
+    """True within `forms_per_call()`."""
+    return _forms_per_call.get()
