@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
-from electra_tf.layers.inference import picks_forms_per_call
+from electra_tf.layers.inference import form_by_size
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -80,11 +80,9 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
             y = bias_add(y, bias) if training else tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
 
-    if splittable and x.shape[0] is not None:
-        y = product(split=x.shape[0] <= SPLIT_MAX_ROWS)
-    elif splittable and picks_forms_per_call():
-        y = tf.cond(tf.shape(x)[0] <= SPLIT_MAX_ROWS, lambda: product(split=True),
-                    lambda: product(split=False))
+    if splittable:
+        y = form_by_size(x.shape[0], lambda: tf.shape(x)[0], SPLIT_MAX_ROWS,
+                         lambda: product(split=True), lambda: product(split=False))
     else:
         y = product(split=False)
     y = tf.reshape(y, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))

@@ -1,6 +1,7 @@
 """How the layers trace for inference. `inference_only()`: functions traced within take
 no gradients, so the layers whose gradient is written by hand trace their forward pass
-alone. `forms_per_call()`: functions traced within pick some ops' form per call.
+alone. `forms_per_call()`: functions traced within pick some ops' form per call
+(`form_by_size`).
 
 Why: `tf.custom_gradient` builds its gradient's graph machinery at every call while
 tracing, about 2-5 ms each in Python. ELECTRA-Small's classifier holds 73 (the layer
@@ -11,6 +12,8 @@ the layer normalizations, which normalize in a cheaper order
 """
 
 import contextvars
+
+import tensorflow as tf
 
 from electra_tf import traced
 
@@ -40,6 +43,13 @@ def forms_per_call():
     return traced.switched(_forms_per_call, True)
 
 
-def picks_forms_per_call() -> bool:
-    """True within `forms_per_call()`."""
-    return _forms_per_call.get()
+def form_by_size(size, run_time_size, limit, small, large):
+    """`small()` if a size is at most `limit`, else `large()`. `size`: the size where it is
+    known when tracing (an int), else None; `run_time_size()` gives it as a scalar tensor,
+    read only within `forms_per_call()`, where the form is picked per call (a `tf.cond`);
+    elsewhere an unknown size takes `large()`."""
+    if size is not None:
+        return small() if size <= limit else large()
+    if not _forms_per_call.get():
+        return large()
+    return tf.cond(run_time_size() <= limit, small, large)

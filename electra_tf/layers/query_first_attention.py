@@ -32,7 +32,7 @@ import tensorflow as tf
 # Keras's masked softmax's fill value (private, as the attention internals used here are).
 from keras.src.layers.activations.softmax import _large_negative_number
 
-from electra_tf.layers.inference import gradients_wanted, picks_forms_per_call
+from electra_tf.layers.inference import form_by_size, gradients_wanted
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -70,14 +70,16 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
                 weights = scores
             return tf.matmul(weights, value), scores
 
-        small = (not training and not gradients_wanted() and query.dtype == tf.float32
-                 and _few_scores(query, key))
-        if isinstance(small, bool):
-            context, scores = (small_attention(query, key, value, bias) if small
-                               else attention())
+        if training or gradients_wanted() or query.dtype != tf.float32:
+            context, scores = attention()
         else:
-            context, scores = tf.cond(small, lambda: small_attention(query, key, value, bias),
-                                      attention)
+            # Scores per head: batch x query x key.
+            counts = (query.shape[0], query.shape[2], key.shape[2])
+            context, scores = form_by_size(
+                None if None in counts else math.prod(counts),
+                lambda: tf.shape(query)[0] * tf.shape(query)[2] * tf.shape(key)[2],
+                SMALL_ATTENTION_MAX_SCORES, lambda: small_attention(query, key, value, bias),
+                attention)
         # [batch, query, heads, size]: "bnts,bsnh->btnh"
         return swap_positions_and_heads(context), scores
 
@@ -85,19 +87,6 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
 # Inference attention of at most SMALL_ATTENTION_MAX_SCORES scores per head runs as
 # `small_attention` (it says why).
 SMALL_ATTENTION_MAX_SCORES = 2048
-
-
-def _few_scores(query, key):
-    """Whether the attention of `query` and `key` ([batch, heads, positions, size]) has at
-    most SMALL_ATTENTION_MAX_SCORES scores per head: a bool where their shapes are known;
-    a boolean tensor under `forms_per_call` (exports); else False."""
-    counts = (query.shape[0], query.shape[2], key.shape[2])
-    if None not in counts:
-        return math.prod(counts) <= SMALL_ATTENTION_MAX_SCORES
-    if not picks_forms_per_call():
-        return False
-    return tf.shape(query)[0] * tf.shape(query)[2] * tf.shape(key)[2] <= (
-        SMALL_ATTENTION_MAX_SCORES)
 
 
 def small_attention(query, key, value, bias=None):
