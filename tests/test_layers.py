@@ -617,6 +617,37 @@ def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
         np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
+def test_an_exports_choices_are_read_off_the_input_mask_not_off_the_layers():
+    """Each per-request choice of an export's encoder (its split products' and its
+    attentions' `tf.cond`s) is a size of the input mask's shape (`sequence_batch`): no
+    choice waits for an embedding or a layer's output. Outputs as the eager encoder's."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
+                                  intermediate_size=512, num_layers=2)
+    inputs = encoder_inputs()
+    encoder = perturbed_encoder(config, inputs)
+    with export_tracing(), inference_only():
+        function = inference_function(encoder)
+    mask = function.graph.inputs[1].op
+
+    def ancestors(op, seen):
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent not in seen:
+                seen.add(parent)
+                ancestors(parent, seen)
+        return seen
+
+    conds = [op for op in function.graph.get_operations() if op.type.endswith("If")]
+    # Per layer: 6 split products, 1 attention.
+    assert len(conds) == 7 * config.num_layers
+    for cond in conds:
+        read_off = ancestors(cond.inputs[0].op, set())
+        assert {op for op in read_off if op.type == "Placeholder"} == {mask}
+        assert not [op for op in read_off if op.type not in (
+            "Placeholder", "Shape", "StridedSlice", "Const", "Mul", "LessEqual")]
+    [(outputs, _)] = frozen_encoder_session(encoder, [inputs])
+    np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
+
+
 @pytest.mark.parametrize("products_in_float32", [None, False],
                          ids=["as this CPU's products", "summed from a float32 copy"])
 def test_bfloat16_bias_gradients_are_summed_in_float32(monkeypatch, products_in_float32):

@@ -9,6 +9,7 @@ from electra_tf.layers.closed_form_layer_normalization import use_closed_form_la
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.flat_einsum_dense import flatten_projections
+from electra_tf.layers.inference import sequence_batch
 from electra_tf.layers.initializers import weight_initializer
 from electra_tf.layers.layer_stack import apply_layer_stack
 from electra_tf.layers.query_first_attention import put_query_first
@@ -132,9 +133,10 @@ class ElectraEncoder(keras.Model):
                             training=training)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
-        encoder_outputs = apply_layer_stack(
-            self.transformer_layers, x, training=training,
-            padding_mask=keras.ops.cast(inputs["input_mask"], "bool"))
+        with sequence_batch(inputs["input_mask"]):
+            encoder_outputs = apply_layer_stack(
+                self.transformer_layers, x, training=training,
+                padding_mask=keras.ops.cast(inputs["input_mask"], "bool"))
         x = encoder_outputs[-1] if encoder_outputs else x
         return {
             "sequence_output": x,

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
-from electra_tf.layers.inference import form_by_size
+from electra_tf.layers.inference import form_by_size, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -81,7 +81,8 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
         return y if flat_activation is None else flat_activation(y)
 
     if splittable:
-        y = form_by_size(x.shape[0], lambda: tf.shape(x)[0], SPLIT_MAX_ROWS,
+        leading_axes = inputs.shape.rank - contracted_axes
+        y = form_by_size(x.shape[0], lambda: _run_time_rows(x, leading_axes), SPLIT_MAX_ROWS,
                          lambda: product(split=True), lambda: product(split=False))
     else:
         y = product(split=False)
@@ -89,6 +90,13 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     if activation is not None and flat_activation is None:
         y = activation(y)
     return y
+
+
+def _run_time_rows(x, leading_axes):
+    """The rows of the 2-D `x`, as a scalar tensor: of the sequences' shape
+    (`inference.sequence_shape`) where `x` holds them, one row a position, else of `x`."""
+    sequences = sequence_shape() if leading_axes == 2 else None
+    return tf.shape(x)[0] if sequences is None else sequences[0] * sequences[1]
 
 
 def split_matmul(x, kernel):

@@ -32,7 +32,7 @@ import tensorflow as tf
 # Keras's masked softmax's fill value (private, as the attention internals used here are).
 from keras.src.layers.activations.softmax import _large_negative_number
 
-from electra_tf.layers.inference import form_by_size, gradients_wanted
+from electra_tf.layers.inference import form_by_size, gradients_wanted, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
 
 
@@ -77,9 +77,8 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
             counts = (query.shape[0], query.shape[2], key.shape[2])
             context, scores = form_by_size(
                 None if None in counts else math.prod(counts),
-                lambda: tf.shape(query)[0] * tf.shape(query)[2] * tf.shape(key)[2],
-                SMALL_ATTENTION_MAX_SCORES, lambda: small_attention(query, key, value, bias),
-                attention)
+                lambda: _run_time_scores(query, key), SMALL_ATTENTION_MAX_SCORES,
+                lambda: small_attention(query, key, value, bias), attention)
         # [batch, query, heads, size]: "bnts,bsnh->btnh"
         return swap_positions_and_heads(context), scores
 
@@ -87,6 +86,15 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
 # Inference attention of at most SMALL_ATTENTION_MAX_SCORES scores per head runs as
 # `small_attention` (it says why).
 SMALL_ATTENTION_MAX_SCORES = 2048
+
+
+def _run_time_scores(query, key):
+    """Scores per head (batch x query x key) as a scalar tensor: of the sequences' shape
+    (`inference.sequence_shape`) where it is given, else of `query` and `key`."""
+    sequences = sequence_shape()
+    if sequences is not None:
+        return sequences[0] * sequences[1] * sequences[1]
+    return tf.shape(query)[0] * tf.shape(query)[2] * tf.shape(key)[2]
 
 
 def small_attention(query, key, value, bias=None):
