@@ -617,10 +617,12 @@ def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
         np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
-def test_an_exports_choices_are_read_off_the_input_mask_not_off_the_layers():
+def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers():
     """Each per-request choice of an export's encoder (its split products' and its
     attentions' `tf.cond`s) is a size of the input mask's shape (`sequence_batch`): no
-    choice waits for an embedding or a layer's output. Outputs as the eager encoder's."""
+    choice waits for an embedding or a layer's output. Nor does any shape the products'
+    outputs take: the one float tensor whose shape is read is the word embeddings' (by
+    keras-hub's position embedding). Outputs as the eager encoder's."""
     config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
                                   intermediate_size=512, num_layers=2)
     inputs = encoder_inputs()
@@ -644,6 +646,9 @@ def test_an_exports_choices_are_read_off_the_input_mask_not_off_the_layers():
         assert {op for op in read_off if op.type == "Placeholder"} == {mask}
         assert not [op for op in read_off if op.type not in (
             "Placeholder", "Shape", "StridedSlice", "Const", "Mul", "LessEqual")]
+    float_shapes = [op.inputs[0].op for op in function.graph.get_operations()
+                    if op.type == "Shape" and op.inputs[0].dtype.is_floating]
+    assert [op.type for op in float_shapes] == ["GatherV2"]
     [(outputs, _)] = frozen_encoder_session(encoder, [inputs])
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 

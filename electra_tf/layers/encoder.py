@@ -129,11 +129,11 @@ class ElectraEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
-        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
-                            training=training)
-        if self.embeddings_project is not None:
-            x = self.embeddings_project(x)
         with sequence_batch(inputs["input_mask"]):
+            x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
+                                training=training)
+            if self.embeddings_project is not None:
+                x = self.embeddings_project(x)
             encoder_outputs = apply_layer_stack(
                 self.transformer_layers, x, training=training,
                 padding_mask=keras.ops.cast(inputs["input_mask"], "bool"))

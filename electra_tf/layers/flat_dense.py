@@ -80,23 +80,27 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
             y = bias_add(y, bias) if training else tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
 
+    leading = inputs.shape[:-contracted_axes]
+    # The leading axes' run-time shape: the encoder's batch's where `inputs` holds its
+    # sequences (`inference.sequence_batch` says why), else None.
+    batch_shape = sequence_shape if len(leading) == 2 else lambda: None
+
+    def run_time_rows():
+        shape = batch_shape()
+        return tf.shape(x)[0] if shape is None else shape[0] * shape[1]
+
     if splittable:
-        leading_axes = inputs.shape.rank - contracted_axes
-        y = form_by_size(x.shape[0], lambda: _run_time_rows(x, leading_axes), SPLIT_MAX_ROWS,
+        y = form_by_size(x.shape[0], run_time_rows, SPLIT_MAX_ROWS,
                          lambda: product(split=True), lambda: product(split=False))
     else:
         y = product(split=False)
-    y = tf.reshape(y, tf.concat([tf.shape(inputs)[:-contracted_axes], produced], 0))
+    run_time_leading = None if leading.is_fully_defined() else batch_shape()
+    if run_time_leading is None:
+        run_time_leading = tf.shape(inputs)[:-contracted_axes]
+    y = tf.reshape(y, tf.concat([run_time_leading, produced], 0))
     if activation is not None and flat_activation is None:
         y = activation(y)
     return y
-
-
-def _run_time_rows(x, leading_axes):
-    """The rows of the 2-D `x`, as a scalar tensor: of the sequences' shape
-    (`inference.sequence_shape`) where `x` holds them, one row a position, else of `x`."""
-    sequences = sequence_shape() if leading_axes == 2 else None
-    return tf.shape(x)[0] if sequences is None else sequences[0] * sequences[1]
 
 
 def split_matmul(x, kernel):

@@ -63,11 +63,12 @@ def sequence_batch(sequences):
 
     Why: a size read off an op's own input waits for that input. An export's short request
     ran a `Shape`, a `StridedSlice` and a `LessEqual` after each product's input and before
-    its product, 4 of every layer's products in turn, and 6 ops before each attention;
-    read off `sequences`, which the tokenizer gives before the first layer, each size and
-    choice is one op that TensorFlow's graph optimiser shares between all the layers (an
-    ELECTRA-Small classifier's short request: 3,040 -> 2,543 nodes, 0.87-0.94x the time,
-    2-core AVX-512 EPYC Zen 5)."""
+    its product, 4 of every layer's products in turn, and 6 ops before each attention, and
+    3 more ops per product for the shape of its output; read off `sequences`, which the
+    tokenizer gives before the first layer, each size, choice and shape is one op that
+    TensorFlow's graph optimiser shares between all the layers. An ELECTRA-Small
+    classifier's short single request: 3,040 -> 2,370 nodes, 0.86x the time (2-core
+    AVX-512 EPYC Zen 5)."""
     return traced.switched(_sequence_batch, sequences)
 
 
