@@ -545,20 +545,23 @@ def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
 
 def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch):
     """Outside training, products of at most `SPLIT_MAX_ROWS` rows with a kernel of at
-    least `SPLIT_MIN_KERNEL_SIZE` values run as two half-products (`split_matmul`); an
-    export's graph picks the form per request; other graphs for unknown rows and training
-    steps never split."""
+    least `SPLIT_MIN_KERNEL_SIZE` values run as two half-products (`split_matmul`), those
+    with an activation (the feed-forward's GELU) of at most `SPLIT_MAX_ROWS_ACTIVATED`;
+    an export's graph picks the form per request; other graphs for unknown rows and
+    training steps never split."""
     config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
                                   intermediate_size=512, num_layers=1)
     # The 4 attention products and the 2 feed-forward ones are large enough; the
     # embeddings' projection (32 x 256) is not.
     split_products = 6
     short = encoder_inputs()  # 24 rows
+    middle = encoder_inputs(batch=2, seq=50, lengths=(50, 20))  # 100 rows
     long = encoder_inputs(batch=6, seq=50, lengths=(50, 20, 9, 50, 33, 1))  # 300 rows
-    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS < 6 * 50
+    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS_ACTIVATED < 2 * 50
+    assert 2 * 50 <= flat_dense.SPLIT_MAX_ROWS < 6 * 50
     encoder = perturbed_encoder(config, short)
-    (short_outputs, short_ops), (long_outputs, long_ops) = frozen_encoder_session(
-        encoder, [short, long])
+    (short_outputs, short_ops), (middle_outputs, middle_ops), (long_outputs, long_ops) = (
+        frozen_encoder_session(encoder, [short, middle, long]))
 
     def matmuls(executed, fused):
         return sum(n for kind, n in executed.items()
@@ -566,9 +569,13 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
 
     assert matmuls(short_ops, fused=False) == 2 * split_products
     assert matmuls(short_ops, fused=True) == 1  # the embeddings' projection
+    # The feed-forward's first product, with its GELU, unsplit from 33 rows.
+    assert matmuls(middle_ops, fused=False) == 2 * (split_products - 1)
+    assert matmuls(middle_ops, fused=True) == 2
     assert matmuls(long_ops, fused=False) == 0
     assert matmuls(long_ops, fused=True) == split_products + 1
-    for inputs, outputs in ((short, short_outputs), (long, long_outputs)):
+    for inputs, outputs in ((short, short_outputs), (middle, middle_outputs),
+                            (long, long_outputs)):
         # Eager, with the rows known: the same form, chosen in Python.
         np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
