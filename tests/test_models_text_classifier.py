@@ -3,6 +3,7 @@ recipe when nothing is compiled, and TF Serving exports that answer as `predict`
 (`.keras` round trips: test_models_keras_files.py)."""
 
 import json
+import re
 import warnings
 
 import keras
@@ -156,6 +157,34 @@ def test_more_than_a_batch_runs_shortest_first_and_answers_in_order(fitted, monk
     # evaluate keeps the order: the loss, summed per batch, depends on the batches.
     clf.evaluate(packed, clf.label_ids(labels), batch_size=2, verbose=0)
     assert batches[-3:] == [[real[0], real[1]], [real[0], real[1]], [real[1]]]
+
+
+def test_in_memory_predict_runs_without_keras_loop_but_with_its_progress_bar(fitted,
+                                                                            monkeypatch,
+                                                                            capsys):
+    """In-memory inputs are predicted batch by batch without Keras's loop, to the answers
+    and the progress bar the loop gives (which runs when a callback asks for it)."""
+    clf, texts, _ = fitted
+
+    def last_bar():  # the printed bar's last state, without colours and times
+        shown = re.sub(r"\x1b\[[0-9;]*m|\d+m?s", "", capsys.readouterr().out)
+        return " ".join(shown.replace("\b", "").split("\r")[-1].split())
+
+    looped = clf.predict(texts[:5], batch_size=2, callbacks=[keras.callbacks.Callback()])
+    keras_bar = last_bar()
+    assert keras_bar == "3/3 " + "━" * 20 + " /step", keras_bar
+
+    def no_loop(*args, **kwargs):
+        raise AssertionError("Keras's loop ran")
+
+    monkeypatch.setattr(keras.Model, "predict", no_loop)
+    np.testing.assert_allclose(clf.predict(texts[:5], batch_size=2), looped, atol=1e-6)
+    assert last_bar() == keras_bar  # verbose "auto", as Keras's
+    clf.predict(texts[:5], batch_size=2, verbose=0)
+    clf.predict(texts[:2])  # one batch: no bar unless asked for
+    assert last_bar() == ""
+    clf.predict(texts[:2], verbose=1)
+    assert last_bar() == keras_bar.replace("3/3", "1/1")
 
 
 def test_predict_and_evaluate_trace_for_inference_optimised_in_one_round(fitted,
