@@ -209,9 +209,9 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         Why not Keras's loop: its data adapter, iterator and callbacks cost ~50 ms a call,
         more than ELECTRA-Small takes on a few texts, and the same batches fed through its
         `tf.data` iterator ran up to 2x slower in some calls, at the same CPU time with the
-        two cores less busy (ELECTRA-Small on demo texts, ms a call: 64 texts 352-362 or
-        654 against 303-313 here, 600 texts 2,744-2,762 or 5,133-5,135 against 2,701-2,744;
-        2-core AMD EPYC, AVX2)."""
+        two cores less busy, which `tf.data`'s autotuning brings (ELECTRA-Small on demo
+        texts, ms a call: 64 texts 352-362 or 654 against 303-313 here, 600 texts
+        2,744-2,762 or 5,133-5,135 against 2,701-2,744; 2-core AMD EPYC, AVX2)."""
         self.make_predict_function()
         if verbose == "auto":
             verbose = 0 if len(batches) == 1 else 1
