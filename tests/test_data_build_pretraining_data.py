@@ -147,6 +147,10 @@ def test_reader_batches_int32_features(shards):
     for value in batch.values():
         assert value.shape == (8, 64) and value.dtype.name == "int32"
     assert np.all(batch["input_word_ids"].numpy()[:, 0] == 2)
+    # Without tf.data's autotuning, whose thread holds up the end of finite passes
+    # (`without_autotuning`): the evaluation pipeline's and the training one's.
+    for training in (False, True):
+        assert not pretraining_dataset(pattern, 8, 64, training).options().autotune.enabled
 
 
 def test_non_utf8_bytes_are_counted_and_the_build_goes_on(tmp_path, vocab_path, capsys):

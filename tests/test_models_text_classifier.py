@@ -46,6 +46,27 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
     assert not [w for w in warned if "shuffle" in str(w.message)]
     assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
+def test_fit_gives_keras_in_memory_examples_as_datasets_without_autotuning(fitted,
+                                                                          monkeypatch):
+    """Training and validation examples reach Keras's `fit` as datasets without tf.data's
+    autotuning, whose thread holds up the end of each epoch's pass and each validation
+    (`without_autotuning`); validation in batches of `validation_batch_size`."""
+    clf, texts, _ = fitted
+    given = {}
+
+    def recording(self, x=None, y=None, validation_data=None, **kwargs):
+        given.update(x=x, validation_data=validation_data)
+        return keras.callbacks.History()
+
+    monkeypatch.setattr(keras.Model, "fit", recording)
+    clf.fit(texts[:8], ["neg", "pos"] * 4, batch_size=4, validation_batch_size=3,
+            validation_data=(texts[8:14], ["pos", "neg"] * 3))
+    for dataset in given.values():
+        assert isinstance(dataset, tf.data.Dataset)
+        assert not dataset.options().autotune.enabled
+    assert [len(batch[1]) for batch in given["validation_data"]] == [3, 3]
+
+
 def test_fit_without_compile_trains_with_the_official_recipe(fitted):
     clf, texts, history = fitted
     optimizer = clf.optimizer

@@ -202,3 +202,12 @@ def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, 
     assert not os.path.exists(out / "predictions.jsonl")
     clf = ElectraTextClassifier.from_pretrained(str(out))  # kept, ready to predict
     assert clf.predict(["a fine film", "a dull film"]).shape == (2, 2)
+
+
+def test_the_training_batches_come_without_tf_datas_autotuning():
+    """Its thread holds up the end of each epoch's pass (`without_autotuning`)."""
+    from electra_tf.runs.finetune import _dataset
+
+    ids = np.zeros((4, 8), np.int32)
+    batches = _dataset(({"input_word_ids": ids}, np.zeros(4), None), batch_size=2, seed=0)
+    assert len(list(batches)) == 2 and not batches.options().autotune.enabled

@@ -13,6 +13,7 @@ from keras.src.models.functional import Functional
 from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
+from electra_tf.data.dataset import without_autotuning
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense
@@ -145,8 +146,14 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         """Keras's `fit`; in-memory examples (arrays, lists, of strings or words too) are
         batched as a dataset of examples (lists of words are ragged, which keras-hub's
         pipeline cannot batch) and, with `shuffle`, shuffled every epoch, as Keras does
-        (keras-hub's pipeline would feed them in order); its functions are optimised in
-        `one_optimization_round`. `shuffle`: `optimization.fit_shuffle`'s default."""
+        (keras-hub's pipeline would feed them in order); so is in-memory `validation_data`
+        (in its order, in batches of `validation_batch_size`, else `batch_size`); its
+        functions are optimised in `one_optimization_round`. `shuffle`:
+        `optimization.fit_shuffle`'s default."""
+        if isinstance(kwargs.get("validation_data"), tuple):
+            kwargs["validation_data"] = batched(
+                self.examples_dataset(*kwargs["validation_data"]),
+                kwargs.pop("validation_batch_size", None) or batch_size)
         shuffle = optimization.fit_shuffle(x, shuffle)
         if getattr(self, "uses_official_recipe", False):
             steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
@@ -291,9 +298,10 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         return self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight)
 
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
-        """One element per example of the arrays (or lists) `fit` was given."""
-        return tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(
-            *self.example_parts(x, y, sample_weight)))
+        """One element per example of the arrays (or lists) `fit` was given, without
+        autotuning (`without_autotuning` says why)."""
+        return without_autotuning(tf.data.Dataset.from_tensor_slices(
+            keras.utils.pack_x_y_sample_weight(*self.example_parts(x, y, sample_weight))))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and

@@ -7,7 +7,7 @@ import tensorflow as tf
 from electra_tf import traced
 from electra_tf.errors import ConfigError
 from electra_tf.finetuning.tags import tag_labels, to_bioes, to_iob2, trained_on_bioes
-from electra_tf.models.task import ElectraTask, at_packed_length, batched, encoder_inputs
+from electra_tf.models.task import ElectraTask, at_packed_length, encoder_inputs
 from electra_tf.text.packing import TEXT
 
 # Served words: strings [N, W], "" padding (dense, as TF Serving needs).
@@ -133,13 +133,6 @@ class ElectraTokenClassifier(ElectraTask):
                                   f"{self.label_names}.")
             ids.append([index[t] for t in tags])
         return ids
-
-    def fit(self, x=None, y=None, *args, validation_data=None, batch_size=None, **kwargs):
-        """Keras's `fit` on lists of words and lists of tags (names or ids)."""
-        if self.preprocessor is not None and isinstance(validation_data, tuple):
-            validation_data = batched(self.examples_dataset(*validation_data), batch_size)
-        return super().fit(x, y, *args, validation_data=validation_data,
-                           batch_size=batch_size, **kwargs)
 
     # ------------------------------------------------------------------ predicting
     def word_outputs(self, logits, word_starts) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
+from electra_tf.data.dataset import without_autotuning
 from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
@@ -32,7 +33,7 @@ def _dataset(train, batch_size, seed):
     data = tf.data.Dataset.from_tensor_slices(
         (inputs, y) if weights is None else (inputs, y, weights))
     data = data.shuffle(len(inputs["input_word_ids"]), seed=seed, reshuffle_each_iteration=True)
-    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(data.batch(batch_size).prefetch(tf.data.AUTOTUNE))
 
 
 class _EvaluateAndKeep(keras.callbacks.Callback):
