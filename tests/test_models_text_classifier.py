@@ -46,6 +46,7 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
     assert not [w for w in warned if "shuffle" in str(w.message)]
     assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
+
 def test_fit_gives_keras_in_memory_examples_as_datasets_without_autotuning(fitted,
                                                                           monkeypatch):
     """Training and validation examples reach Keras's `fit` as datasets without tf.data's
