@@ -47,25 +47,37 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
     assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
 
-def test_fit_gives_keras_in_memory_examples_as_datasets_without_autotuning(fitted,
-                                                                          monkeypatch):
-    """Training and validation examples reach Keras's `fit` as datasets without tf.data's
+def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted, monkeypatch):
+    """In-memory examples reach Keras's `fit` as datasets, validation in batches of
+    `validation_batch_size`; datasets, made here or the user's, go without tf.data's
     autotuning, whose thread holds up the end of each epoch's pass and each validation
-    (`without_autotuning`); validation in batches of `validation_batch_size`."""
+    (`without_autotuning`), unless the user's options set it."""
     clf, texts, _ = fitted
     given = {}
 
-    def recording(self, x=None, y=None, validation_data=None, **kwargs):
-        given.update(x=x, validation_data=validation_data)
-        return keras.callbacks.History()
+    def recording(name):
+        def record(self, x=None, y=None, validation_data=None, **kwargs):
+            given.update({name: x, f"{name} validation": validation_data})
+        return record
 
-    monkeypatch.setattr(keras.Model, "fit", recording)
+    monkeypatch.setattr(keras.Model, "fit", recording("fit"))
     clf.fit(texts[:8], ["neg", "pos"] * 4, batch_size=4, validation_batch_size=3,
             validation_data=(texts[8:14], ["pos", "neg"] * 3))
-    for dataset in given.values():
-        assert isinstance(dataset, tf.data.Dataset)
-        assert not dataset.options().autotune.enabled
-    assert [len(batch[1]) for batch in given["validation_data"]] == [3, 3]
+    assert [len(batch[1]) for batch in given["fit validation"]] == [3, 3]
+    assert all(isinstance(data, tf.data.Dataset) and data.options().autotune.enabled is False
+               for data in given.values())
+
+    chosen = tf.data.Options()
+    chosen.autotune.enabled = True
+    users = tf.data.Dataset.from_tensor_slices((texts[:4], [0, 1, 0, 1])).batch(2)
+    for name in "evaluate", "predict":
+        monkeypatch.setattr(keras_hub.models.Task, name, recording(name))
+    clf.fit(users, validation_data=users.with_options(chosen), verbose=0)
+    clf.evaluate(users, verbose=0)
+    clf.predict(users.map(lambda x, y: x), verbose=0)
+    assert given["fit validation"].options().autotune.enabled  # the user's choice
+    assert [given[name].options().autotune.enabled for name in ("fit", "evaluate", "predict")
+            ] == [False] * 3
 
 
 def test_fit_without_compile_trains_with_the_official_recipe(fitted):

@@ -261,3 +261,26 @@ def test_fit_takes_the_commands_steps_and_gives_the_layers_back():
     assert kernels(model) == before and "FusedDropout" not in before
     assert model.discriminator.transformer_layers[0].activation is gelu
     assert "FusedDropout" in kernels(command)  # the command's model keeps them for good
+
+
+def test_fit_and_evaluate_give_keras_datasets_without_autotuning(model, monkeypatch):
+    """A user's datasets reach Keras without tf.data's autotuning, whose thread holds up the
+    end of each epoch's pass and each evaluation (`without_autotuning`), unless their
+    options set it."""
+    given = {}
+
+    def recording(name):
+        def record(self, x=None, *args, validation_data=None, **kwargs):
+            given.update({name: x, f"{name} validation": validation_data})
+        return record
+
+    for name in "fit", "evaluate":
+        monkeypatch.setattr(keras.Model, name, recording(name))
+    data = tf.data.Dataset.range(4)
+    chosen = tf.data.Options()
+    chosen.autotune.enabled = True
+    model.fit(data, validation_data=data.with_options(chosen), verbose=0)
+    model.evaluate(data, verbose=0)
+    assert [given[name].options().autotune.enabled for name in ("fit", "evaluate")
+            ] == [False, False]
+    assert given["fit validation"].options().autotune.enabled  # the user's choice

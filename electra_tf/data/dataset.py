@@ -1,5 +1,6 @@
 """Reading pretraining TFRecords into batched `tf.data` pipelines; the options every input
-pipeline of ours takes (`without_autotuning`)."""
+pipeline of ours, and every dataset our models' `fit`, `evaluate` and `predict` are given,
+takes (`without_autotuning`)."""
 
 import tensorflow as tf
 
@@ -66,10 +67,13 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
                               .prefetch(tf.data.AUTOTUNE))
 
 
-def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`dataset` with `tf.data`'s autotuning off. Its `AUTOTUNE` maps still make calls side
-    by side (40 calls of 50 ms: 1.03 s on 2 cores either way) and its prefetches still
-    overlap producing with consuming.
+def without_autotuning(data):
+    """`data` with `tf.data`'s autotuning off if it is a dataset whose options leave
+    autotuning unset (one that sets it, either way, is the user's choice, kept); anything
+    else (arrays, lists, None) as it is. Its `AUTOTUNE` maps and interleaves still make
+    calls side by side, as many as autotuning starts them with (the cores, at most 16, or
+    `options.autotune.initial_parallelism`), never more (40 calls of 50 ms: 1.03 s on 2
+    cores either way), and its prefetches still overlap producing with consuming.
 
     Why: with autotuning on (TensorFlow 2.21's default), a pass over a finite dataset often
     ends only when autotuning's optimisation thread next wakes, at 10 x (2^k - 1) ms from
@@ -78,6 +82,8 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     2.55 s instead of 1.9-2.3 in 6 calls of 10, 40 sequential 50 ms map calls 2.55 s
     instead of 2.06 (2-core AMD EPYC, AVX2; none of it with autotuning off). Each `fit`
     epoch, `evaluate` and `predict` over a dataset is such a pass."""
+    if not isinstance(data, tf.data.Dataset) or data.options().autotune.enabled is not None:
+        return data
     options = tf.data.Options()
     options.autotune.enabled = False
-    return dataset.with_options(options)
+    return data.with_options(options)

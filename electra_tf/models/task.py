@@ -147,13 +147,15 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         batched as a dataset of examples (lists of words are ragged, which keras-hub's
         pipeline cannot batch) and, with `shuffle`, shuffled every epoch, as Keras does
         (keras-hub's pipeline would feed them in order); so is in-memory `validation_data`
-        (in its order, in batches of `validation_batch_size`, else `batch_size`); its
+        (in its order, in batches of `validation_batch_size`, else `batch_size`). Datasets,
+        given or made here, go without `tf.data`'s autotuning (`without_autotuning`). Its
         functions are optimised in `one_optimization_round`. `shuffle`:
         `optimization.fit_shuffle`'s default."""
         if isinstance(kwargs.get("validation_data"), tuple):
             kwargs["validation_data"] = batched(
                 self.examples_dataset(*kwargs["validation_data"]),
                 kwargs.pop("validation_batch_size", None) or batch_size)
+        kwargs["validation_data"] = without_autotuning(kwargs.get("validation_data"))
         shuffle = optimization.fit_shuffle(x, shuffle)
         if getattr(self, "uses_official_recipe", False):
             steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
@@ -166,6 +168,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             x = batched(x, batch_size)
             y = sample_weight = batch_size = None
             shuffle = False  # done
+        x = without_autotuning(x)
         optimization.build_optimizer_before_fit(self)
         with one_optimization_round(self.compute_dtype):
             return super().fit(x, y, batch_size=batch_size, epochs=epochs,
@@ -186,10 +189,10 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
           bar when `verbose` asks for one (for a single batch, only when it asks
           explicitly), unless `callbacks` or `steps` ask for the loop or the model has
           several replicas.
-        Its function is optimised in `one_optimization_round`, as `fit`'s are, and traced
-        `inference_only`."""
+        A dataset goes without `tf.data`'s autotuning (`without_autotuning`). Its function is
+        optimised in `one_optimization_round`, as `fit`'s are, and traced `inference_only`."""
         if not isinstance(x, IN_MEMORY):
-            return super().predict(x, batch_size=batch_size, **kwargs)
+            return super().predict(without_autotuning(x), batch_size=batch_size, **kwargs)
         batch_size = batch_size or KERAS_BATCH_SIZE
         batches = PackedBatches(self.example_parts(x), self.preprocess_samples, batch_size)
         keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
@@ -240,11 +243,11 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
         packs them (in their order: the loss summed per batch, as the official recipe
         sums it, depends on which examples share a batch), with labels as `fit` takes
-        them; optimised as `predict`."""
+        them; a dataset without `tf.data`'s autotuning; optimised as `predict`."""
         self.build_weights()  # before Keras traces: as in `make_predict_function`
         if not isinstance(x, IN_MEMORY):
-            return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
-                                    **kwargs)
+            return super().evaluate(without_autotuning(x), y, batch_size=batch_size,
+                                    sample_weight=sample_weight, **kwargs)
         batches = PackedBatches(self.example_parts(x, y, sample_weight),
                                 self.preprocess_samples, batch_size or KERAS_BATCH_SIZE)
         return keras.Model.evaluate(self, batches, **kwargs)
@@ -298,10 +301,9 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         return self.example_tensors(x), self.label_tensors(y), _tensors(sample_weight)
 
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
-        """One element per example of the arrays (or lists) `fit` was given, without
-        autotuning (`without_autotuning` says why)."""
-        return without_autotuning(tf.data.Dataset.from_tensor_slices(
-            keras.utils.pack_x_y_sample_weight(*self.example_parts(x, y, sample_weight))))
+        """One element per example of the arrays (or lists) `fit` was given."""
+        return tf.data.Dataset.from_tensor_slices(
+            keras.utils.pack_x_y_sample_weight(*self.example_parts(x, y, sample_weight)))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.data.dataset import without_autotuning
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -139,20 +140,27 @@ class ElectraPretrainer(keras.Model):
         self.call(inputs, training=False)
         self.built = True
 
-    def fit(self, *args, **kwargs):
+    def fit(self, x=None, *args, **kwargs):
         """Keras's `fit` with the training kernels (`training_kernels`, for the call), after
         `build_all` and the optimizer's variables (built while the first step is traced,
         they would make TensorFlow trace it twice), its functions optimised in
-        `one_optimization_round`."""
+        `one_optimization_round`, datasets without `tf.data`'s autotuning
+        (`without_autotuning`)."""
         if not self.built:
             self.build_all()
         build_optimizer_before_fit(self)
-        kwargs["shuffle"] = fit_shuffle(args[0] if args else kwargs.get("x"),
-                                        kwargs.get("shuffle"))
+        kwargs["shuffle"] = fit_shuffle(x, kwargs.get("shuffle"))
+        if "validation_data" in kwargs:
+            kwargs["validation_data"] = without_autotuning(kwargs["validation_data"])
         # Batches of one shape: the kernels left unset (None) are on, as in the command.
         kernels = self.training_kernels.for_run(fixed_shapes=True)
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
-            return super().fit(*args, **kwargs)
+            return super().fit(without_autotuning(x), *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        """Keras's `evaluate`, a dataset without `tf.data`'s autotuning
+        (`without_autotuning`)."""
+        return super().evaluate(without_autotuning(x), *args, **kwargs)
 
     def get_build_config(self):
         return {"build_all": True}  # `build_all` needs nothing but the config
