@@ -49,29 +49,35 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
 
 def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted, monkeypatch):
     """In-memory examples reach Keras's `fit` as datasets, validation in batches of
-    `validation_batch_size`; datasets, made here or the user's, go without tf.data's
-    autotuning, whose thread holds up the end of each epoch's pass and each validation
+    `validation_batch_size`, and Keras's `evaluate` and `predict` loops as datasets of the
+    packed batches; these and the user's datasets go without tf.data's autotuning, whose
+    thread holds up the end of each epoch's pass and each evaluation
     (`without_autotuning`), unless the user's options set it."""
     clf, texts, _ = fitted
     given = {}
 
     def recording(name):
-        def record(self, x=None, y=None, validation_data=None, **kwargs):
-            given.update({name: x, f"{name} validation": validation_data})
+        def record(self, x=None, y=None, validation_data=None, steps=None, **kwargs):
+            given.update({name: x, f"{name} validation": validation_data,
+                          f"{name} steps": steps})
         return record
 
-    monkeypatch.setattr(keras.Model, "fit", recording("fit"))
+    for name in "fit", "evaluate", "predict":
+        monkeypatch.setattr(keras.Model, name, recording(name))
     clf.fit(texts[:8], ["neg", "pos"] * 4, batch_size=4, validation_batch_size=3,
             validation_data=(texts[8:14], ["pos", "neg"] * 3))
+    clf.evaluate(texts[:5], [0, 1, 0, 1, 0], batch_size=2)
+    clf.predict(texts[:5], batch_size=2, steps=2)  # `steps`: Keras's loop
     assert [len(batch[1]) for batch in given["fit validation"]] == [3, 3]
-    assert all(isinstance(data, tf.data.Dataset) and data.options().autotune.enabled is False
-               for data in given.values())
+    assert given["evaluate steps"] == 3 and given["predict steps"] == 2  # the bar's length
+    assert [len(batch["input_word_ids"]) for batch in given["predict"]] == [2, 2, 1]
+    assert all(isinstance(given[name], tf.data.Dataset)
+               and given[name].options().autotune.enabled is False
+               for name in ("fit", "fit validation", "evaluate", "predict"))
 
     chosen = tf.data.Options()
     chosen.autotune.enabled = True
     users = tf.data.Dataset.from_tensor_slices((texts[:4], [0, 1, 0, 1])).batch(2)
-    for name in "evaluate", "predict":
-        monkeypatch.setattr(keras_hub.models.Task, name, recording(name))
     clf.fit(users, validation_data=users.with_options(chosen), verbose=0)
     clf.evaluate(users, verbose=0)
     clf.predict(users.map(lambda x, y: x), verbose=0)

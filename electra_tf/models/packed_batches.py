@@ -3,7 +3,9 @@ and `evaluate`."""
 
 import keras
 import tensorflow as tf
+from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
+from electra_tf.data.dataset import without_autotuning
 from electra_tf.errors import ConfigError
 
 
@@ -40,3 +42,11 @@ class PackedBatches(keras.utils.PyDataset):
         batch = [None if part is None else tf.nest.map_structure(
             lambda t: t[begin:begin + self.batch_size], part) for part in self.parts]
         return tf.nest.map_structure(lambda t: t.numpy(), self.preprocess(*batch))
+
+    def dataset(self) -> tf.data.Dataset:
+        """The batches as Keras's loops would read them (its `PyDataset` adapter's
+        dataset), without `tf.data`'s autotuning: the adapter's prefetch leaves it on, and
+        an `evaluate` of 200 texts in 7 batches then took 2.58 s in 27 calls of 44
+        (2.05-2.39 s otherwise), against 2.07-2.17 s in all 44 without it (ELECTRA-Small,
+        2-core AMD EPYC, AVX2). Its length is unknown to `tf.data`: give Keras `steps`."""
+        return without_autotuning(PyDatasetAdapter(self).get_tf_dataset())

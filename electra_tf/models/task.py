@@ -205,7 +205,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         # Keras's loop splits each batch between replicas, which would each get it whole.
         if keras_batches_seen or self.distribute_strategy.num_replicas_in_sync > 1:
             # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
-            outputs = keras.Model.predict(self, batches, **kwargs)
+            kwargs.setdefault("steps", len(batches))  # for Keras's progress bar
+            outputs = keras.Model.predict(self, batches.dataset(), **kwargs)
         else:
             outputs = self._predict_in_memory(batches, kwargs.get("verbose", "auto"))
         return outputs if order is None else length_order.restore(outputs, order)
@@ -250,7 +251,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                                     sample_weight=sample_weight, **kwargs)
         batches = PackedBatches(self.example_parts(x, y, sample_weight),
                                 self.preprocess_samples, batch_size or KERAS_BATCH_SIZE)
-        return keras.Model.evaluate(self, batches, **kwargs)
+        kwargs.setdefault("steps", len(batches))  # for Keras's progress bar
+        return keras.Model.evaluate(self, batches.dataset(), **kwargs)
 
     def make_predict_function(self, force=False):
         """Keras's predict function, traced once for every batch size: Keras's own traces
