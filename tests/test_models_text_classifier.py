@@ -47,6 +47,28 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
     assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
 
+def test_validation_split_holds_out_the_last_texts_and_the_schedule_spans_the_rest(
+        pretrained_dir, monkeypatch):
+    """Keras's `validation_split` refuses lists of strings (or words); here the last
+    examples are held out before shuffling, as Keras holds out arrays, and the official
+    schedule spans the training batches alone."""
+    texts, labels = _sentiment(10)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=32)
+    given = {}
+
+    def recording(self, x=None, y=None, validation_split=0.0, validation_data=None,
+                  **kwargs):
+        given.update(x=x, validation_split=validation_split, validation_data=validation_data)
+
+    monkeypatch.setattr(keras.Model, "fit", recording)
+    clf.fit(texts, labels, batch_size=4, validation_split=0.3)
+    held_out = [int(label) for batch in given["validation_data"] for label in batch[1]]
+    assert held_out == list(clf.label_ids(labels[7:])) and given["validation_split"] == 0
+    assert sum(len(batch[1]) for batch in given["x"]) == 7
+    assert clf.optimizer._learning_rate.total_steps == 2  # 7 texts in batches of 4
+
+
 def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted, monkeypatch):
     """In-memory examples reach Keras's `fit` as datasets, validation in batches of
     `validation_batch_size`, and Keras's `evaluate` and `predict` loops as datasets of the

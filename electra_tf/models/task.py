@@ -1,8 +1,6 @@
 """`ElectraTask`: what every task model shares (keras-hub's `Task`: the preprocessor is
 applied by `fit`, `evaluate` and `predict`), plus the official fine-tuning recipe."""
 
-import math
-
 import keras
 import keras_hub
 import numpy as np
@@ -10,6 +8,7 @@ import tensorflow as tf
 from keras.src.backend.tensorflow.trainer import (convert_to_np_if_not_ragged,
                                                   potentially_ragged_concat)
 from keras.src.models.functional import Functional
+from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
@@ -142,38 +141,43 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, steps_per_epoch=None,
-            shuffle=None, sample_weight=None, **kwargs):
+            shuffle=None, sample_weight=None, validation_split=0.0, validation_data=None,
+            validation_batch_size=None, **kwargs):
         """Keras's `fit`; in-memory examples (arrays, lists, of strings or words too) are
         batched as a dataset of examples (lists of words are ragged, which keras-hub's
         pipeline cannot batch) and, with `shuffle`, shuffled every epoch, as Keras does
         (keras-hub's pipeline would feed them in order); so is in-memory `validation_data`
-        (in its order, in batches of `validation_batch_size`, else `batch_size`). Datasets,
-        given or made here, go without `tf.data`'s autotuning (`without_autotuning`). Its
-        functions are optimised in `one_optimization_round`. `shuffle`:
-        `optimization.fit_shuffle`'s default."""
-        if isinstance(kwargs.get("validation_data"), tuple):
-            kwargs["validation_data"] = batched(
-                self.examples_dataset(*kwargs["validation_data"]),
-                kwargs.pop("validation_batch_size", None) or batch_size)
-        kwargs["validation_data"] = without_autotuning(kwargs.get("validation_data"))
+        (in its order, in batches of `validation_batch_size`, else `batch_size`), or
+        without it, the last `validation_split` of the in-memory examples, held out before
+        shuffling as Keras holds them out. Datasets, given or made here, go without
+        `tf.data`'s autotuning (`without_autotuning`). Its functions are optimised in
+        `one_optimization_round`. `shuffle`: `optimization.fit_shuffle`'s default."""
         shuffle = optimization.fit_shuffle(x, shuffle)
-        if getattr(self, "uses_official_recipe", False):
-            steps = epochs * (steps_per_epoch or _steps_per_epoch(x, batch_size))
-            self.compile_official_recipe(steps)
-        if x is not None and not isinstance(x, tf.data.Dataset) and not (
-                kwargs.get("validation_split")):
-            x = self.examples_dataset(x, y, sample_weight)
+        if isinstance(validation_data, tuple):
+            validation_data = batched(self.examples_dataset(*validation_data),
+                                      validation_batch_size or batch_size)
+        if x is not None and not isinstance(x, tf.data.Dataset):
+            parts = self.example_parts(x, y, sample_weight)
+            if validation_split and validation_data is None:
+                # Keras's split, on the examples as tensors: its `fit` refuses lists.
+                parts, held_out = train_validation_split(parts, validation_split)
+                validation_data = batched(examples_as_dataset(held_out),
+                                          validation_batch_size or batch_size)
+            x = examples_as_dataset(parts)
             if shuffle:
                 x = x.shuffle(int(x.cardinality()), reshuffle_each_iteration=True)
             x = batched(x, batch_size)
             y = sample_weight = batch_size = None
-            shuffle = False  # done
-        x = without_autotuning(x)
+            validation_split, shuffle = 0.0, False  # done
+        if getattr(self, "uses_official_recipe", False):
+            self.compile_official_recipe(epochs * (steps_per_epoch or _steps_per_epoch(x)))
         optimization.build_optimizer_before_fit(self)
         with one_optimization_round(self.compute_dtype):
-            return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+            return super().fit(without_autotuning(x), y, batch_size=batch_size, epochs=epochs,
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,
-                               sample_weight=sample_weight, **kwargs)
+                               sample_weight=sample_weight, validation_split=validation_split,
+                               validation_data=without_autotuning(validation_data),
+                               validation_batch_size=validation_batch_size, **kwargs)
 
     @optimized_in_one_round
     @inference_only()
@@ -304,8 +308,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
 
     def examples_dataset(self, x, y=None, sample_weight=None) -> tf.data.Dataset:
         """One element per example of the arrays (or lists) `fit` was given."""
-        return tf.data.Dataset.from_tensor_slices(
-            keras.utils.pack_x_y_sample_weight(*self.example_parts(x, y, sample_weight)))
+        return examples_as_dataset(self.example_parts(x, y, sample_weight))
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
@@ -446,6 +449,12 @@ def at_packed_length(values, inputs: dict, fill=0.0):
     return tf.pad(values, paddings, constant_values=fill)
 
 
+def examples_as_dataset(parts: tuple) -> tf.data.Dataset:
+    """One element per example of `parts` (inputs, labels, sample weights: tensors, one
+    example per row; None where absent)."""
+    return tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(*parts))
+
+
 def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
     """`dataset` in batches of `batch_size` (Keras's default 32); examples of varying
     length (words of sentences) batch as ragged tensors."""
@@ -454,18 +463,11 @@ def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
     return dataset.ragged_batch(batch_size) if variable else dataset.batch(batch_size)
 
 
-def _steps_per_epoch(x, batch_size) -> int:
-    """The batches `fit` draws from `x` in one epoch."""
-    if isinstance(x, tf.data.Dataset):
-        batches = int(x.cardinality())
-        if batches < 0:
-            raise ConfigError("fit() on a dataset of unknown or infinite length: pass "
-                              "steps_per_epoch=N, so the official learning-rate schedule "
-                              "can span the run, or compile() your own optimizer first.")
-        return batches
-    first = x
-    while isinstance(first, dict):
-        first = next(iter(first.values()))
-    if isinstance(first, tuple):  # (texts, pairs)
-        first = first[0]
-    return max(1, math.ceil(len(first) / (batch_size or KERAS_BATCH_SIZE)))
+def _steps_per_epoch(dataset: tf.data.Dataset) -> int:
+    """The batches `fit` draws from `dataset` in one epoch."""
+    batches = int(dataset.cardinality())
+    if batches < 0:
+        raise ConfigError("fit() on a dataset of unknown or infinite length: pass "
+                          "steps_per_epoch=N, so the official learning-rate schedule "
+                          "can span the run, or compile() your own optimizer first.")
+    return batches
