@@ -23,6 +23,7 @@ from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.models.preprocessor import ElectraPreprocessor
 from electra_tf.models.sources import open_model
+from electra_tf.traced import concrete_calls
 from electra_tf.training import finetuning_recipe, optimization
 from electra_tf.training.graph_optimization import (one_optimization_round,
                                                      optimized_in_one_round)
@@ -261,7 +262,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
     def make_predict_function(self, force=False):
         """Keras's predict function, traced once for every batch size: Keras's own traces
         the first call's exact shapes, then again generalised ones at the next batch size
-        (~1.3 s more for ELECTRA-Small); this one traces the generalised ones first."""
+        (~1.3 s more for ELECTRA-Small); this one traces the generalised ones first, and is
+        called through its concrete functions (`traced.concrete_calls`)."""
         if self.predict_function is not None and not force:
             return self.predict_function
         # Weights created while tracing would make TensorFlow trace again, and cannot be
@@ -270,14 +272,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         super().make_predict_function(force)
         if self.run_eagerly:
             return self.predict_function
-        traced = self.predict_function
-
-        def predict_function(data):
-            traced.get_concrete_function(tf.nest.map_structure(_any_batch_size, data))
-            return traced(data)
-
-        self.predict_function = predict_function
-        return predict_function
+        self.predict_function = concrete_calls(self.predict_function, _any_batch_size)
+        return self.predict_function
 
     def cut_padding_tail(self, inputs: dict, min_length: int = 1) -> dict:
         """The encoder's inputs cut after the batch's last real token
