@@ -80,3 +80,23 @@ def test_each_public_model_round_trips_in_a_fresh_process(pretrained_dir, tmp_pa
     loaded = np.load(tmp_path / "out.npz")
     for name, value in expected.items():
         np.testing.assert_allclose(loaded[name], value, atol=1e-6, err_msg=name)
+
+
+def test_task_models_build_their_heads_without_a_pass_through_their_encoder(
+        pretrained_dir, monkeypatch):
+    """Heads get their weights when the model is made, named as a forward pass would name
+    them: building a model whose encoder is built runs no forward pass (an eager one cost
+    0.26 s of ELECTRA-Small's first `predict`), and a pass afterwards creates nothing."""
+    for task, options in ((ElectraTextClassifier, {"num_classes": 3}),
+                          (ElectraTokenClassifier, {"num_classes": 2}),
+                          (ElectraQuestionAnswerer, {}),
+                          (ElectraQuestionAnswerer, {"joint_prediction": False})):
+        model = task.from_pretrained(pretrained_dir, sequence_length=32, **options)
+        with monkeypatch.context() as patched:
+            patched.setattr(task, "call", lambda *args, **kwargs: 1 / 0)
+            model.build_weights()
+        paths = sorted(w.path for w in model.weights)
+        model(model.example_inputs(np.full((2, 8), 5, np.int32)))
+        assert sorted(w.path for w in model.weights) == paths
+        heads = [path for path in paths if not path.startswith(model.encoder.name)]
+        assert heads and all(path.startswith(f"{model.name}/") for path in heads)

@@ -72,6 +72,13 @@ class ElectraQuestionAnswerer(ElectraTask):
         self.no_answer_head = dense(1, "no_answer_logit")
         super().__init__(**kwargs)
 
+    def head_input_widths(self):
+        hidden = self.encoder.hidden_size
+        end = ([(self.end_hidden, 2 * hidden), (self.end_head, self.end_hidden.units)]
+               if self.joint_prediction else [(self.end_head, hidden)])
+        return [(self.start_head, hidden), (self.no_answer_hidden, 2 * hidden),
+                (self.no_answer_head, self.no_answer_hidden.units), *end]
+
     def call(self, inputs, training=None):
         # A beam no wider than the sequence (short inputs).
         beam = min(self.beam_size, inputs["input_mask"].shape[1] or self.beam_size)

@@ -76,6 +76,17 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             super().__init__(*args, **kwargs)
         finally:
             PipelineModel.__bases__ = bases
+        # The heads' weights now, named as a forward pass would name them: `build` then
+        # runs no pass through an encoder built already (eager, ~0.26 s for ELECTRA-Small
+        # before a first `predict`, `fit` or `evaluate`; 2-core AMD EPYC, AVX2).
+        with keras.name_scope(self.name):
+            for head, input_width in self.head_input_widths():
+                head.build((None, input_width))
+
+    def head_input_widths(self) -> list:
+        """(layer, the width of its inputs) of every layer with weights besides the
+        encoder."""
+        return [(self.head, self.encoder.hidden_size)]
 
     @property
     def backbone(self):
@@ -342,8 +353,12 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
 
     def build(self, input_shape=None):
         # keras-hub's Task.build only marks the model built; `load_model` needs every
-        # weight created before it restores them.
-        self.call(self.example_inputs(np.zeros((1, 8), np.int32)))
+        # weight created before it restores them: a forward pass creates those of an
+        # encoder made from its config.
+        if any(not layer.built for layer in self._flatten_layers(include_self=False,
+                                                                   recursive=False)
+               if layer is not self.preprocessor):
+            self.call(self.example_inputs(np.zeros((1, 8), np.int32)))
         self.built = True
 
     def example_inputs(self, ids) -> dict:
