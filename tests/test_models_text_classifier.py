@@ -11,10 +11,12 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
 import electra_tf
 from conftest import DEMO, autograph_conversions, run_command
 from electra_tf.errors import ConfigError
+from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.training.optimization import AdamWeightDecay
 
 
@@ -106,6 +108,20 @@ def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted,
     assert given["fit validation"].options().autotune.enabled  # the user's choice
     assert [given[name].options().autotune.enabled for name in ("fit", "evaluate", "predict")
             ] == [False] * 3
+
+
+def test_one_packed_batch_reaches_keras_as_its_adapter_gives_it_with_no_function(fitted):
+    """Keras's `PyDataset` adapter builds its dataset with `from_generator`, whose
+    functions are traced anew for each dataset (~30 ms of a one-batch `evaluate`); one
+    batch is sliced from its arrays instead: the same elements and spec, no function."""
+    clf, texts, _ = fitted
+    batches = PackedBatches(clf.example_parts(texts[:3], [0, 1, 0]), clf.preprocess_samples, 8)
+    ours, adapters = batches.dataset(), PyDatasetAdapter(batches).get_tf_dataset()
+    assert ours.element_spec == adapters.element_spec
+    for mine, theirs in zip(ours, adapters, strict=True):
+        tf.nest.map_structure(np.testing.assert_array_equal, mine, theirs)
+    graph = tf.compat.v1.GraphDef.FromString(ours._as_serialized_graph().numpy())
+    assert not graph.library.function
 
 
 def test_fit_without_compile_trains_with_the_official_recipe(fitted):
