@@ -48,7 +48,8 @@ class PackedBatches(keras.utils.PyDataset):
         batches), without `tf.data`'s autotuning: the adapter's prefetch leaves it on, and
         an `evaluate` of 200 texts in 7 batches then took 2.58 s in 27 calls of 44
         (2.05-2.39 s otherwise), against 2.07-2.17 s in all 44 without it (ELECTRA-Small,
-        2-core AMD EPYC, AVX2). Its length is unknown to `tf.data`: give Keras `steps`.
+        2-core AMD EPYC, AVX2). The adapter's length is unknown to `tf.data`: give Keras
+        `steps`.
 
         One batch is sliced from its arrays, which traces nothing, where the adapter's
         `from_generator` traces its functions anew for each dataset: an `evaluate` of one
