@@ -1,10 +1,10 @@
-"""Reading pretraining TFRecords into batched `tf.data` pipelines; the options every input
-pipeline of ours, and every dataset our models' `fit`, `evaluate` and `predict` are given,
-takes (`without_autotuning`)."""
+"""Reading pretraining TFRecords into batched `tf.data` pipelines (without `tf.data`'s
+autotuning, as every input pipeline of ours: `tf_runtime.without_autotuning`)."""
 
 import tensorflow as tf
 
 from electra_tf.errors import CorpusError
+from electra_tf.tf_runtime import without_autotuning
 
 # The TFRecord features (the official `build_pretraining_dataset.py` names) and the names
 # the models take them by (TF Hub's BERT inputs, as the encoder's).
@@ -65,25 +65,3 @@ def pretraining_dataset(file_pattern, batch_size: int, max_seq_length: int,
     return without_autotuning(records.batch(batch_size, drop_remainder=training)
                               .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
                               .prefetch(tf.data.AUTOTUNE))
-
-
-def without_autotuning(data):
-    """`data` with `tf.data`'s autotuning off if it is a dataset whose options leave
-    autotuning unset (one that sets it, either way, is the user's choice, kept); anything
-    else (arrays, lists, None) as it is. Its `AUTOTUNE` maps and interleaves still make
-    calls side by side, as many as autotuning starts them with (the cores, at most 16, or
-    `options.autotune.initial_parallelism`), never more (40 calls of 50 ms: 1.03 s on 2
-    cores either way), and its prefetches still overlap producing with consuming.
-
-    Why: with autotuning on (TensorFlow 2.21's default), a pass over a finite dataset often
-    ends only when autotuning's optimisation thread next wakes, at 10 x (2^k - 1) ms from
-    the iterator's start (0.63, 1.27, 2.55, 5.11 s, ...), idle until then: a Keras
-    `fit` epoch of 1.6 s took 2.55 s in 2 to 4 epochs of 8, an `evaluate` of ELECTRA-Small
-    2.55 s instead of 1.9-2.3 in 6 calls of 10, 40 sequential 50 ms map calls 2.55 s
-    instead of 2.06 (2-core AMD EPYC, AVX2; none of it with autotuning off). Each `fit`
-    epoch, `evaluate` and `predict` over a dataset is such a pass."""
-    if not isinstance(data, tf.data.Dataset) or data.options().autotune.enabled is not None:
-        return data
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return data.with_options(options)

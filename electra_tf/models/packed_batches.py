@@ -5,7 +5,7 @@ import keras
 import tensorflow as tf
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
-from electra_tf.data.dataset import without_autotuning
+from electra_tf.tf_runtime import without_autotuning
 from electra_tf.errors import ConfigError
 
 

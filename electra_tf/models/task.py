@@ -12,7 +12,7 @@ from keras.src.trainers.data_adapters.array_slicing import train_validation_spli
 from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
-from electra_tf.data.dataset import without_autotuning
+from electra_tf.tf_runtime import without_autotuning
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import FlatDense

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.data.dataset import without_autotuning
+from electra_tf.tf_runtime import without_autotuning
 from electra_tf.layers.activations import GELU
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder

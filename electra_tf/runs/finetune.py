@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import run_dir
-from electra_tf.data.dataset import without_autotuning
+from electra_tf.tf_runtime import without_autotuning
 from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
