@@ -7,12 +7,13 @@ import weakref
 import keras
 import keras_hub
 import tensorflow as tf
-from keras_hub.src.utils.tensor_utils import convert_preprocessing_outputs
-from keras_hub.src.utils.tensor_utils import no_convert_scope
+from keras_hub.src.utils.tensor_utils import (convert_preprocessing_outputs, no_convert_scope,
+                                              preprocessing_function)
 
 from electra_tf import traced
 from electra_tf.layers.export_tracing import tracing_an_export
 from electra_tf.text import vocab as vocab_lib
+from electra_tf.text.words import split_words
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -73,6 +74,24 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
             graph = _GRAPHS[self] = _shared_graph(self)
         ids = graph(texts[None])[0] if texts.shape.rank == 0 else graph(texts)
         return convert_preprocessing_outputs(ids)
+
+    @preprocessing_function
+    def _tokenize_tf(self, inputs):
+        """keras-hub's `_tokenize_tf` with the words split by `split_words` (the same words,
+        at a third of the time; keras-hub's calls its module's `pretokenize`, which nothing
+        can replace per tokenizer), unless special tokens are matched in the strings or the
+        words come split, which keras-hub's takes."""
+        if not self.split or self._special_tokens_for_splitting() is not None:
+            return super()._tokenize_tf.__wrapped__(self, inputs)
+        self._maybe_initialized_tf()
+        if not isinstance(inputs, tf.RaggedTensor):
+            inputs = tf.convert_to_tensor(inputs)
+        words = split_words(inputs, self.lowercase, self.strip_accents, self.split_on_cjk)
+        # As keras-hub's: one ragged axis of pieces per text, dense with `sequence_length`.
+        tokens = self._fast_word_piece.tokenize(words).merge_dims(-2, -1)
+        if self.sequence_length:
+            tokens = tokens.to_tensor(shape=[*tokens.shape[:-1], self.sequence_length])
+        return tokens[0] if inputs.shape.rank == 0 else tokens
 
     @property
     def special_ids(self) -> dict:

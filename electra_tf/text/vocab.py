@@ -93,11 +93,11 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     # Imported here, not at the top: commands import this module to define their flags,
     # before TensorFlow loads (`electra_tf_cli.common.start`).
     import tensorflow as tf
-    # The words as keras-hub's tokenizers split them (its trainer calls the same function).
-    from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
     from electra_tf.text import wordpiece_learner
+    from electra_tf.text.words import split_words
+    from electra_tf.tf_runtime import without_autotuning
 
     stats = stats if stats is not None else corpus.DecodeStats()
 
@@ -116,11 +116,12 @@ def learn_vocab(files, vocab_size: int, lower_case: bool, strip_accents: bool,
     lines = tf.data.Dataset.from_generator(
         batches, output_signature=tf.TensorSpec([None], tf.string)
     )
-    words = lines.map(  # traced as written: see `electra_tf.traced`
+    # The words as keras-hub's tokenizers, and its vocab learner, split them.
+    words = without_autotuning(lines.map(  # traced as written: see `electra_tf.traced`
         tf.autograph.experimental.do_not_convert(
-            lambda text: pretokenize(text, lowercase=lower_case, strip_accents=strip_accents)),
+            lambda text: split_words(text, lower_case, strip_accents)),
         num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    ))
     try:
         word_counts = wordpiece_tokenizer_learner_lib.count_words(words)
     except StopIteration:  # what tf-text's `count_words` raises when there is no word
