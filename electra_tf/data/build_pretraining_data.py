@@ -113,11 +113,13 @@ def serialize_example(example) -> bytes:
     def feature(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
+    # Deterministic: the features in the order of their names, where protobuf's own order
+    # of a map's entries changes between processes (the same examples, other bytes).
     return tf.train.Example(features=tf.train.Features(feature={
         "input_ids": feature(example.input_ids),
         "input_mask": feature(example.input_mask),
         "segment_ids": feature(example.segment_ids),
-    })).SerializeToString()
+    })).SerializeToString(deterministic=True)
 
 
 def _run_worker(worker, num_workers, files, output_dir, num_shards, options, progress):
