@@ -78,8 +78,8 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
     @preprocessing_function
     def _tokenize_tf(self, inputs):
         """keras-hub's `_tokenize_tf` with the words split by `split_words` (the same words,
-        at a third of the time; keras-hub's calls its module's `pretokenize`, which nothing
-        can replace per tokenizer), unless special tokens are matched in the strings or the
+        in half the time; keras-hub's calls its module's `pretokenize`, which nothing can
+        replace per tokenizer), unless special tokens are matched in the strings or the
         words come split, which keras-hub's takes."""
         if not self.split or self._special_tokens_for_splitting() is not None:
             return super()._tokenize_tf.__wrapped__(self, inputs)
@@ -123,8 +123,8 @@ def _shared_graph(tokenizer: ElectraTokenizer):
     """The graph `tokenizer`'s calls run, eager or traced: one per vocabulary and settings
     in the process, shared by the tokenizers that have them while any of them lives.
 
-    Tracing it takes 0.3-0.6 s (2-core AVX2 EPYC), mostly the validity checks of the ragged
-    tensors tf-text builds, each a `tf.cond`, and a Python session often makes several
+    Tracing it takes 0.11-0.12 s (2-core AVX2 EPYC; 0.3-0.6 s when keras-hub's split, whose
+    ragged tensors are checked op by op, was traced), and a Python session often makes several
     tokenizers of one vocabulary (preprocessors, fine-tuning features, models loaded
     again) and traces them in several functions (each `fit`'s `tf.data` map, Keras's
     symbolic build of a preprocessor, `electra-predict`'s signature of a run): the
