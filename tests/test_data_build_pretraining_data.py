@@ -1,8 +1,10 @@
+import dataclasses
 import glob
 import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from electra_tf.data import build_pretraining_data as builder
 from electra_tf.data.dataset import pretraining_dataset
@@ -55,9 +57,15 @@ def test_build_is_deterministic_and_leaves_no_temporary_files(tmp_path, small_co
         tmp_path / "b" / n).read_bytes() for n in shards)
     # Byte for byte in any process: protobuf writes a map's entries (the features) in an
     # order that changes between processes (unsorted in 5 of 8 tried), ours in their names'.
-    record = builder.serialize_example(PackedExample([2, 7, 3], [1, 1, 1], [0, 0, 0]))
-    assert record.index(b"input_ids") < record.index(b"input_mask") < record.index(
-        b"segment_ids")
+    # Each record holds its example alone (the message is reused).
+    for example in (PackedExample([2, 7, 3, 9], [1, 1, 1, 1], [0, 0, 1, 1]),
+                    PackedExample([2, 3], [1, 1], [0, 0])):
+        record = builder.serialize_example(example)
+        assert record.index(b"input_ids") < record.index(b"input_mask") < record.index(
+            b"segment_ids")
+        features = tf.train.Example.FromString(record).features.feature
+        assert {name: list(feature.int64_list.value) for name, feature in features.items()
+                } == dataclasses.asdict(example)
     assert not [n for n in os.listdir(tmp_path / "a") if ".tmp" in n]
 
 

@@ -17,6 +17,7 @@ import os
 import queue
 import random
 import sys
+import threading
 import time
 
 from electra_tf.files import read_json, write_json
@@ -107,19 +108,25 @@ def packed_examples(paths, options: BuildOptions, vocab_tokens: list, rng_key: i
             yield example
 
 
+_REUSED = threading.local()  # serialize_example's message, one per thread (Beam's workers)
+
+
 def serialize_example(example) -> bytes:
-    import tensorflow as tf
+    """`example` as a `tf.train.Example` record (the official builder's features).
 
-    def feature(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    One message per thread is reused, its three lists refilled: a message built anew per
+    example took 3x as long (35 against 12 us; a quarter of a worker's time). Deterministic:
+    the features in their names' order, where protobuf's own order of a map's entries
+    changes between processes (the same examples, other bytes)."""
+    message = getattr(_REUSED, "message", None)
+    if message is None:
+        import tensorflow as tf
 
-    # Deterministic: the features in the order of their names, where protobuf's own order
-    # of a map's entries changes between processes (the same examples, other bytes).
-    return tf.train.Example(features=tf.train.Features(feature={
-        "input_ids": feature(example.input_ids),
-        "input_mask": feature(example.input_mask),
-        "segment_ids": feature(example.segment_ids),
-    })).SerializeToString(deterministic=True)
+        message = _REUSED.message = tf.train.Example()
+    features = message.features.feature
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        features[name].int64_list.value[:] = getattr(example, name)
+    return message.SerializeToString(deterministic=True)
 
 
 def _run_worker(worker, num_workers, files, output_dir, num_shards, options, progress):
