@@ -17,8 +17,9 @@ _ABBREVIATIONS = frozenset(
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace,
 # then something that can start a sentence. CJK terminals need no following space.
 _BOUNDARY = re.compile(r"""(?<=[.!?])(["'\u201d\u2019)\]]*)\s+(?=["'\u201c\u2018(\[]?[^\sa-z])""")
-_CJK_BOUNDARY = re.compile(r"(?<=[\u3002\uff01\uff1f])\s*")
-_CJK_TERMINAL = re.compile(r"[\u3002\uff01\uff1f]")
+_CJK_STOPS = "[\u3002\uff01\uff1f]"  # 。！？
+_CJK_TERMINAL = re.compile(_CJK_STOPS)
+_CJK_BOUNDARY = re.compile(rf"(?<={_CJK_STOPS})\s*")
 
 
 def split_sentences(text: str) -> list:
