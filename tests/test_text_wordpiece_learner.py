@@ -38,6 +38,28 @@ def test_learns_tf_texts_vocab_token_for_token(seed, vocab_size):
     assert "[MASK]" in expected and "x" * 60 not in expected
 
 
+def test_runs_the_later_iterations_only_where_the_first_leaves_enough_pieces(monkeypatch):
+    """A threshold whose first iteration gives a vocab too small for the slack is passed
+    over without cutting the words; tf-text's search tries it and moves the same way."""
+    words = zipf_words(3, "abcdeéfst", 800)
+    tried, cut = [], set()
+    learn_with_thresh, cut_by = tf_text.learn_with_thresh, wordpiece_learner._PieceCounter.cut_by
+
+    def trying(word_counts, threshold, params):
+        tried.append(threshold)
+        return learn_with_thresh(word_counts, threshold, params)
+
+    def cutting(counter, tokens, threshold):
+        cut.add(threshold)
+        return cut_by(counter, tokens, threshold)
+
+    monkeypatch.setattr(tf_text, "learn_with_thresh", trying)
+    monkeypatch.setattr(wordpiece_learner._PieceCounter, "cut_by", cutting)
+    expected = tf_text.learn(words, 2000, RESERVED, include_joiner_token=True, joiner="##")
+    assert wordpiece_learner.learn(words, 2000, RESERVED) == expected
+    assert tried[-1] in cut and cut < set(tried) and len(cut) <= len(tried) // 2
+
+
 def test_learn_vocab_is_keras_hubs_vocab(tmp_path):
     """The whole command's learning: pre-tokenization, the cut to the size asked."""
     # A third of a speech (keras-hub's learner is the slow side) and the Korean sample.
