@@ -168,11 +168,12 @@ class _PieceCounter:
         learner's 3.4 s on a 12 MB corpus's words (51 passes), which now takes 2.5 s
         (2-core AMD EPYC, AVX2)."""
         rows, starts = starts.value_rowids(), tf.cast(starts.flat_values, tf.int32)
-        may_keep = tf.gather(self._bound, self._places(rows, starts)) >= threshold
-        pieces, counts, _ = self._count(tf.boolean_mask(rows, may_keep),
-                                        tf.boolean_mask(starts, may_keep))
-        kept = counts >= threshold
-        return tf.boolean_mask(pieces, kept), tf.boolean_mask(counts, kept)
+        # `tf.gather` at `tf.where`'s indices: `tf.boolean_mask` is ten ops, a third of
+        # the trace.
+        may_keep = _where(tf.gather(self._bound, self._places(rows, starts)) >= threshold)
+        pieces, counts, _ = self._count(tf.gather(rows, may_keep), tf.gather(starts, may_keep))
+        kept = _where(counts >= threshold)
+        return tf.gather(pieces, kept), tf.gather(counts, kept)
 
     def _places(self, rows, starts):
         """Where the byte `starts[i]` of word `rows[i]` is among all words' bytes."""
@@ -187,3 +188,8 @@ class _PieceCounter:
         counts = tf.math.unsorted_segment_sum(tf.gather(self._counts, rows), index,
                                               tf.size(pieces))
         return pieces, counts, index
+
+
+def _where(condition):
+    """The indices where the vector `condition` is true."""
+    return tf.reshape(tf.where(condition), [-1])
