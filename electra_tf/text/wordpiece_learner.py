@@ -9,7 +9,7 @@ first, subtracting each piece's count from every piece it begins with. A piece k
 vocab's place if its count is still at least the threshold. On the demo corpus that took
 15 thresholds of 3.7-7.2 s each, the pure-Python loop over substrings nearly all of it.
 
-Two facts give the same counts for less work:
+Two facts give the same vocab for less work:
 - After the subtraction a piece's count is the number of times it ends a word (by
   induction from the longest: what the pieces one character longer count before their
   own subtraction is what the piece loses, its occurrences that go on). So one update
