@@ -72,11 +72,11 @@ def _binary_search(words, lower: int, upper: int, params) -> list:
     while True:
         threshold = (upper + lower) // 2
         last = lower >= upper or threshold <= 1
-        if not last and params.vocab_size - slack > len(
-                _final_vocab(counter.first_iteration(threshold), chars, params)):
+        first = counter.first_iteration(threshold)
+        if not last and params.vocab_size - slack > len(_final_vocab(first, chars, params)):
             upper = threshold - 1  # the search's move for a vocab this small
             continue
-        vocab = _learn_with_threshold(threshold, chars, counter, params)
+        vocab = _learn_with_threshold(first, threshold, chars, counter, params)
         within_slack = (len(vocab) <= params.vocab_size
                         and params.vocab_size - len(vocab) <= slack)
         if within_slack or last:
@@ -87,9 +87,10 @@ def _binary_search(words, lower: int, upper: int, params) -> list:
             upper = threshold - 1
 
 
-def _learn_with_threshold(threshold: int, chars: set, counter, params) -> list:
-    """tf-text's `learn_with_thresh` for a threshold of at least 1 (the search's are)."""
-    kept = counter.first_iteration(threshold)
+def _learn_with_threshold(first: dict, threshold: int, chars: set, counter, params) -> list:
+    """tf-text's `learn_with_thresh` for a threshold of at least 1 (the search's are),
+    from its first iteration's pieces `first` ({piece: count})."""
+    kept = first
     for _ in range(1, params.num_iterations):
         tokens = tf_text.ensure_all_tokens_exist(chars, kept, True, params.joiner)
         kept = counter.cut_by(tokens, threshold)
@@ -165,8 +166,8 @@ class _PieceCounter:
         """The pieces from the cuts at `starts` (each word's byte offsets) that end a word
         at least `threshold` times, and those counts. Traced: run eagerly (the ragged
         tensors' row ids and masks are a dozen ops each), its ops took 1.4 s of the
-        learner's 3.4 s on a 12 MB corpus's words (51 passes), which now takes 2.5 s
-        (2-core AMD EPYC, AVX2)."""
+        learner's 3.4 s on a 12 MB corpus's words (51 passes), 2.5 s traced (2-core AMD
+        EPYC, AVX2; the search has made fewer passes since)."""
         rows, starts = starts.value_rowids(), tf.cast(starts.flat_values, tf.int32)
         # `tf.gather` at `tf.where`'s indices: `tf.boolean_mask` is ten ops, a third of
         # the trace.
