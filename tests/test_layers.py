@@ -20,6 +20,7 @@ from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
 from electra_tf.layers.inference import forms_per_call, inference_only
 from electra_tf.layers.masked_lm_head import tied_masked_lm_head
+from electra_tf.layers.onednn_batch_matmul import batch_matmul
 from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
 
@@ -764,3 +765,71 @@ def test_a_gelu_layer_trains_with_its_bias_added_inside_the_gelu(policy, toleran
 
     assert "BiasAdd" in kinds(tf.function(lambda inputs: layer(inputs, training=False)))
     assert "BiasAdd" not in kinds(training_gradients)
+
+
+@pytest.mark.parametrize("adjoint_a, adjoint_b", [(False, False), (False, True), (True, False),
+                                                  (True, True)])
+def test_batch_products_run_on_onednns_kernel_only_where_tensorflow_would_run_eigens(
+        adjoint_a, adjoint_b):
+    """`onednn_batch_matmul.batch_matmul` gives `tf.matmul`'s values and gradients; on
+    `_MklBatchMatMulV2` where oneDNN is off (TensorFlow's choice on AVX2-only CPUs), never
+    within XLA or an export (TensorFlow's own op there)."""
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(2, 3, 4, 5) if adjoint_a else (2, 3, 5, 4)), tf.float32)
+    y = tf.constant(rng.normal(size=(2, 3, 6, 4) if adjoint_b else (2, 3, 4, 6)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(2, 3, 5, 6)), tf.float32)
+
+    def product_and_gradients(matmul, jit_compile=False):
+        @tf.function(jit_compile=jit_compile)
+        def traced(x, y):
+            with tf.GradientTape() as tape:
+                tape.watch([x, y])
+                loss = tf.reduce_sum(matmul(x, y, adjoint_a, adjoint_b) * upstream)
+            return loss, tape.gradient(loss, [x, y])
+
+        graph = traced.get_concrete_function(x, y).graph
+        onednn = [op for op in graph.get_operations() if op.type == "_MklBatchMatMulV2"]
+        return traced(x, y), len(onednn)
+
+    def tensorflows(x, y, adjoint_a, adjoint_b):
+        return tf.matmul(x, y, adjoint_a=adjoint_a, adjoint_b=adjoint_b)
+
+    (loss, gradients), _ = product_and_gradients(tensorflows)
+    (ours, our_gradients), onednn_products = product_and_gradients(batch_matmul)
+    (xla, xla_gradients), xla_onednn_products = product_and_gradients(batch_matmul, True)
+    with export_tracing():
+        _, exported_onednn_products = product_and_gradients(batch_matmul)
+    # A product and its two gradient products.
+    assert onednn_products == (0 if _pywrap_util_port.IsMklEnabled() else 3)
+    assert xla_onednn_products == exported_onednn_products == 0
+    for value, expected in ((ours, loss), (xla, loss)) + tuple(
+            zip(our_gradients + xla_gradients, gradients + gradients)):
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_training_steps_attention_products_run_on_onednns_kernel_where_oneDNN_is_off():
+    """Every batch product of the attention in training, forward and backward, goes
+    through `batch_matmul`; inference keeps TensorFlow's op."""
+    cfg = ElectraConfig.preset("tiny", vocab_size=100, num_layers=2)
+    inputs = encoder_inputs()
+    encoder = ElectraEncoder.from_electra_config(cfg)
+    encoder(inputs)
+
+    def batch_products(training):
+        @tf.function
+        def loss_and_gradients():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(encoder(inputs, training=training)["sequence_output"])
+            return tape.gradient(loss, encoder.trainable_variables)
+
+        graph = loss_and_gradients.get_concrete_function().graph
+        functions = [graph] + [f.graph for f in graph._functions.values()
+                               if hasattr(f, "graph")]
+        return collections.Counter(op.type for g in functions for op in g.get_operations()
+                                   if "BatchMatMul" in op.type)
+
+    onednn_off = not _pywrap_util_port.IsMklEnabled()
+    training = batch_products(True)
+    assert bool(training["_MklBatchMatMulV2"]) == onednn_off
+    assert bool(training["BatchMatMulV2"]) != onednn_off
+    assert not batch_products(False)["_MklBatchMatMulV2"]

@@ -34,6 +34,7 @@ from keras.src.layers.activations.softmax import _large_negative_number
 
 from electra_tf.layers.inference import form_by_size, gradients_wanted, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
+from electra_tf.layers.onednn_batch_matmul import batch_matmul
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -58,9 +59,12 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
         query, key, value = (swap_positions_and_heads(x) for x in (query, key, value))
         bias = None if attention_mask is None else _mask_bias(attention_mask, query.dtype)
 
+        # In training on oneDNN's batch kernel where TensorFlow would run Eigen's (see there).
+        matmul = batch_matmul if training else tf.matmul
+
         def attention():
             # [batch, heads, query, key]: "btnh,bsnh->bnts"
-            scores = tf.matmul(query, key, transpose_b=True)
+            scores = matmul(query, key, adjoint_b=True)
             if bias is not None:
                 scores = scores + bias
             scores = self._softmax(scores)
@@ -68,7 +72,7 @@ class QueryFirstAttention(keras.layers.MultiHeadAttention):
                 weights = self._dropout_layer(scores, training=training)
             else:
                 weights = scores
-            return tf.matmul(weights, value), scores
+            return matmul(weights, value), scores
 
         if training or gradients_wanted() or query.dtype != tf.float32:
             context, scores = attention()
