@@ -37,9 +37,10 @@ _LABEL = "MklNameChangeOp"
 
 def batch_matmul(x, y, adjoint_a=False, adjoint_b=False):
     """`tf.matmul(x, y, adjoint_a=..., adjoint_b=...)` for tensors of the same batch
-    shape, on oneDNN's batch kernel where `onednn_kernel_wanted` says so."""
-    if not (onednn_kernel_wanted(x.dtype) and x.shape[:-2] == y.shape[:-2]
-            and x.shape[:-2].is_fully_defined()):
+    shape (no broadcasting: the gradient assumes it), on oneDNN's batch kernel where
+    `onednn_kernel_wanted` says so."""
+    if not (onednn_kernel_wanted(x.dtype) and x.shape.rank == y.shape.rank
+            and x.shape[:-2].is_compatible_with(y.shape[:-2])):
         return tf.matmul(x, y, adjoint_a=adjoint_a, adjoint_b=adjoint_b)
     return _onednn_batch_matmul(x, y, adjoint_a, adjoint_b)
 
