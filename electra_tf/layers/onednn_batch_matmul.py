@@ -8,13 +8,16 @@ dense products are no faster than Eigen's (640 and 4,096 rows of ELECTRA-Small's
 level forward, 0.6-0.9x for the weights' gradients), but its batch products are twice
 as fast: a layer's six in training took 10.7 ms against 21.1 at [32, 4, 128, 64], 0.87
 against 1.72 at fine-tuning's [16, 4, 40, 64] (2-core AMD EPYC Zen 3, AVX2; torch's MKL
-12.0 and 0.63). Turning oneDNN on for the process instead gave the same step (2,494
-against 2,489 ms), its batch products' gain spent elsewhere.
+12.0 and 0.63); ELECTRA-Small's pretraining step took 2,319 ms against 2,489. Turning
+oneDNN on for the process instead gave the same step (2,494 ms), its batch products'
+gain spent elsewhere. Inference keeps Eigen's: oneDNN's set-up per call made a `predict`
+of one text slower (13.8-14.3 ms against 12.5-13.0), of 64 texts faster (0.27 against
+0.30 s), and a `predict` traced for any shape cannot pick per call cheaply.
 
 TensorFlow's own oneDNN pass rewrites `BatchMatMulV2` into `_MklBatchMatMulV2` and picks
 its kernel by the label `MklNameChangeOp`; here the op is put into the graph with that
-label directly. Private to TensorFlow (pinned in our requirements): used only where it is
-registered for the dtype and nothing else could go wrong with it: traced on a CPU-only
+label directly. Private to TensorFlow (pinned in our requirements): used only where its
+float32 kernel is registered and nothing else could go wrong with it: traced on a CPU-only
 machine, outside XLA (no XLA kernel), with oneDNN off (where it is on, TensorFlow's pass
 gives every batch product this kernel already), and never in an export, whose serving
 binaries need not have the op.
