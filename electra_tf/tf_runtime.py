@@ -19,11 +19,19 @@ measured.
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context
+from tensorflow.python.util import _pywrap_util_port
 
 
 def accelerator_visible() -> bool:
     """Whether TensorFlow sees a GPU or a TPU (else everything runs on the CPU)."""
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def onednn_enabled() -> bool:
+    """Whether TensorFlow's oneDNN pass runs this process's float ops on oneDNN's kernels
+    (`TF_ENABLE_ONEDNN_OPTS`; by default on CPUs with AVX512_VNNI, AVX512_BF16, AVX_VNNI or
+    AMX), else on Eigen's (AVX2-only CPUs such as older AMD EPYCs)."""
+    return _pywrap_util_port.IsMklEnabled()
 
 
 def run_eager_ops_by_their_kernels() -> None:

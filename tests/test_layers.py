@@ -836,3 +836,37 @@ def test_a_training_steps_attention_products_run_on_onednns_kernel_where_oneDNN_
     assert bool(training["_MklBatchMatMulV2"]) == onednn_off
     assert bool(training["BatchMatMulV2"]) != onednn_off
     assert not batch_products(False)["_MklBatchMatMulV2"]
+
+
+@pytest.mark.parametrize("kernel_shape", [(24, 40), (40, 24)])
+def test_a_training_products_gradients_are_tensorflows_in_the_faster_forms(kernel_shape):
+    """`flat_dense.matmul` gives `tf.matmul`'s values and gradients; a tall float32 kernel's
+    gradient comes out of a wide product, transposed, where TensorFlow runs Eigen's
+    products (oneDNN off), and out of TensorFlow's own tall one elsewhere."""
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(16, kernel_shape[0])), tf.float32)
+    kernel = tf.constant(rng.normal(size=kernel_shape), tf.float32)
+    upstream = tf.constant(rng.normal(size=(16, kernel_shape[1])), tf.float32)
+
+    def product_and_gradients(product):
+        @tf.function
+        def traced(x, kernel):
+            with tf.GradientTape() as tape:
+                tape.watch([x, kernel])
+                loss = tf.reduce_sum(product(x, kernel) * upstream)
+            return loss, tape.gradient(loss, [x, kernel])
+
+        graph = traced.get_concrete_function(x, kernel).graph
+        products = [tuple(op.outputs[0].shape) for op in graph.get_operations()
+                    if op.type == "MatMul"]
+        return traced(x, kernel), products
+
+    (loss, gradients), _ = product_and_gradients(tf.matmul)
+    (ours, our_gradients), products = product_and_gradients(flat_dense.matmul)
+    np.testing.assert_allclose(ours, loss, rtol=1e-5)
+    for mine, expected in zip(our_gradients, gradients):
+        np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5)
+    tall = kernel_shape[0] > kernel_shape[1]
+    transposed_gradient = tall and not _pywrap_util_port.IsMklEnabled()
+    assert (kernel_shape[::-1] in products) == transposed_gradient
+    assert (kernel_shape in products) != transposed_gradient

@@ -18,6 +18,7 @@ import tensorflow as tf
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
 from electra_tf.layers.inference import form_by_size, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
+from electra_tf.tf_runtime import onednn_enabled
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -136,20 +137,32 @@ def split_matmul(x, kernel):
 
 
 def matmul(x, kernel):
-    """`tf.matmul(x, kernel)` of 2-D tensors; when the kernel is float32 and at least as
-    wide as it is tall, its input gradient multiplies by a transposed copy of the kernel.
-
-    Why: TensorFlow's gradient multiplies by the kernel read transposed (`transpose_b`),
-    and oneDNN's float32 matmul runs that form slowly for such kernels: ELECTRA-Small's
-    feed-forward input gradient, [4096, 1024] x [256, 1024]^T, took 14.4 ms against 11.5
-    with the kernel transposed first, its attention projections' 3.3-3.8 against 3.0-3.3
-    (2-core AVX-512 EPYC); narrower kernels and bfloat16 ones ran as fast or faster as
-    they are. The copy is transposed as integers, which Grappler does not fold back into
-    the matmul. A float32 pretraining step of ELECTRA-Small: 2.7-3.5% shorter.
+    """`tf.matmul(x, kernel)` of 2-D tensors, with a float32 kernel's gradients in the forms
+    its kernels run fastest:
+    - a kernel at least as wide as it is tall: the input gradient multiplies by a
+      transposed copy of the kernel. TensorFlow's gradient multiplies by the kernel read
+      transposed (`transpose_b`), and oneDNN's float32 matmul runs that form slowly for
+      such kernels: ELECTRA-Small's feed-forward input gradient, [4096, 1024] x [256,
+      1024]^T, took 14.4 ms against 11.5 with the kernel transposed first, its attention
+      projections' 3.3-3.8 against 3.0-3.3 (2-core AVX-512 EPYC); narrower kernels and
+      bfloat16 ones ran as fast or faster as they are. The copy is transposed as integers,
+      which Grappler does not fold back into the matmul. A float32 pretraining step of
+      ELECTRA-Small: 2.7-3.5% shorter.
+    - a taller kernel, where TensorFlow runs Eigen's products (oneDNN off): the kernel
+      gradient is computed transposed, wide, and transposed back. Eigen multiplies
+      `x^T upstream` at 110 GFLOP/s for the feed-forward output's [1024, 256] and at 146
+      in the wide form (at 4,096 rows; 98 against 118 at 640), and the generator's [256,
+      64] at 69 against 98 (2-core AMD EPYC Zen 3, AVX2): ELECTRA-Small's float32
+      pretraining step 2.4-2.7% shorter in alternating steps (1.5% with oneDNN on there,
+      unmeasured on the CPUs where TensorFlow turns it on itself).
     """
-    if kernel.dtype != tf.float32 or kernel.shape[1] < kernel.shape[0]:
+    if kernel.dtype != tf.float32:
         return tf.matmul(x, kernel)
-    return _matmul_with_transposed_kernel_gradient(x, kernel)
+    if kernel.shape[1] >= kernel.shape[0]:
+        return _matmul_with_transposed_kernel_gradient(x, kernel)
+    if onednn_enabled():
+        return tf.matmul(x, kernel)
+    return _matmul_with_wide_kernel_gradient(x, kernel)
 
 
 @tf.custom_gradient
@@ -157,6 +170,15 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
     def gradient(upstream):
         return (tf.matmul(upstream, transpose_as_integers(kernel, [1, 0])),
                 tf.matmul(x, upstream, transpose_a=True))
+
+    return tf.matmul(x, kernel), gradient
+
+
+@tf.custom_gradient
+def _matmul_with_wide_kernel_gradient(x, kernel):
+    def gradient(upstream):
+        return (tf.matmul(upstream, kernel, transpose_b=True),
+                transpose_as_integers(tf.matmul(upstream, x, transpose_a=True), [1, 0]))
 
     return tf.matmul(x, kernel), gradient
 
@@ -223,7 +245,8 @@ def bfloat16_products_accumulate_in_float32() -> bool:
     such as older AMD EPYCs, or `TF_ENABLE_ONEDNN_OPTS=0`) Eigen multiplies them and rounds
     its partial sums to bfloat16 (16.875 for this sum of 16.996; the bias gradients of 4,096
     rows of unit normals off by up to 0.76%, AMD EPYC AVX2-only). TensorFlow tells Python
-    neither which library runs a product nor the CPU's features."""
+    whether oneDNN is on (`onednn_enabled`), but neither which library runs a bfloat16
+    product nor the CPU's features."""
     with tf.init_scope():
         column = tf.concat([[[1.0]], tf.fill([4095, 1], 2.0 ** -8)], axis=0)
         total = tf.matmul(tf.ones([1, 4096], tf.bfloat16), tf.cast(column, tf.bfloat16))

@@ -29,10 +29,9 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import kernels
 from tensorflow.python.ops import control_flow_util
-from tensorflow.python.util import _pywrap_util_port
 
 from electra_tf.layers.export_tracing import tracing_an_export
-from electra_tf.tf_runtime import accelerator_visible
+from electra_tf.tf_runtime import accelerator_visible, onednn_enabled
 
 _OP = "_MklBatchMatMulV2"
 _LABEL = "MklNameChangeOp"
@@ -59,7 +58,7 @@ def onednn_kernel_wanted(dtype) -> bool:
 @functools.cache
 def _kernel_registered() -> bool:
     """oneDNN off in this process, no accelerator, and `_OP`'s float32 kernel there."""
-    if _pywrap_util_port.IsMklEnabled() or accelerator_visible():
+    if onednn_enabled() or accelerator_visible():
         return False
     return any(kernel.device_type == "CPU" and kernel.label == _LABEL
                and any(tf.float32.as_datatype_enum in constraint.allowed_values.list.type
