@@ -1,7 +1,8 @@
-"""TensorFlow's runtime in this process: whether it sees an accelerator, how it runs the
-ops executed eagerly (outside a `tf.function`), such as the ones creating variables, and
-the `tf.data` pipelines that every input pipeline of ours, and every dataset our models'
-`fit`, `evaluate` and `predict` are given, run without autotuning (`without_autotuning`).
+"""TensorFlow's runtime in this process: whether it sees an accelerator, whether oneDNN
+runs its float ops (`onednn_enabled`), how it runs the ops executed eagerly (outside a
+`tf.function`), such as the ones creating variables, and the `tf.data` pipelines that
+every input pipeline of ours, and every dataset our models' `fit`, `evaluate` and
+`predict` are given, run without autotuning (`without_autotuning`).
 
 TensorFlow 2.21 runs each eager op as a function of one op, which it instantiates the
 first time it meets the op with new attributes: graph passes (XLA's clustering among
