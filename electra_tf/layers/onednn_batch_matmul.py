@@ -40,23 +40,23 @@ _LABEL = "MklNameChangeOp"
 def batch_matmul(x, y, adjoint_a=False, adjoint_b=False):
     """`tf.matmul(x, y, adjoint_a=..., adjoint_b=...)` for tensors of the same batch
     shape (no broadcasting: the gradient assumes it), on oneDNN's batch kernel where
-    `onednn_kernel_wanted` says so."""
-    if not (onednn_kernel_wanted(x.dtype) and x.shape.rank == y.shape.rank
+    `_onednn_kernel_wanted` says so."""
+    if not (_onednn_kernel_wanted(x.dtype) and x.shape.rank == y.shape.rank
             and x.shape[:-2].is_compatible_with(y.shape[:-2])):
         return tf.matmul(x, y, adjoint_a=adjoint_a, adjoint_b=adjoint_b)
     return _onednn_batch_matmul(x, y, adjoint_a, adjoint_b)
 
 
-def onednn_kernel_wanted(dtype) -> bool:
+def _onednn_kernel_wanted(dtype) -> bool:
     """Whether a batch product of `dtype` traced here runs on oneDNN's kernel through this
     module (float32 only: the type measured, and the one AVX2-only CPUs compute in)."""
-    return (dtype == tf.float32 and not tf.executing_eagerly() and _kernel_registered()
+    return (dtype == tf.float32 and not tf.executing_eagerly() and _kernel_usable_here()
             and not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
             and not tracing_an_export())
 
 
 @functools.cache
-def _kernel_registered() -> bool:
+def _kernel_usable_here() -> bool:
     """oneDNN off in this process, no accelerator, and `_OP`'s float32 kernel there."""
     if onednn_enabled() or accelerator_visible():
         return False
