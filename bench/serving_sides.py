@@ -8,7 +8,8 @@ import statistics
 import time
 
 import numpy as np
-from tensorflow.python.util import _pywrap_util_port  # whether oneDNN runs
+
+from electra_tf.tf_runtime import onednn_enabled
 
 SENTENCE = "The battery lasts all day and the screen is bright, but the speaker is weak."
 TEXTS = {"short": SENTENCE, "long": " ".join([SENTENCE] * 8)}  # ~20 and > 128 tokens
@@ -28,7 +29,7 @@ def median_seconds(run, repeats):
 def tensorflow_kernels() -> str:
     """The allocator and kernels TensorFlow runs with, a bench's first line."""
     return ("TF_CPU_ALLOCATOR_USE_BFC=" + os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "")
-            + ", oneDNN " + ("on" if _pywrap_util_port.IsMklEnabled() else "off"))
+            + ", oneDNN " + ("on" if onednn_enabled() else "off"))
 
 
 def tf_serving_requests(session, signature):

@@ -4,7 +4,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.util import _pywrap_util_port
 
 from electra_tf.config import ElectraConfig
 from electra_tf.layers import flat_dense, layer_stack
@@ -23,6 +22,7 @@ from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.layers.onednn_batch_matmul import batch_matmul
 from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
+from electra_tf.tf_runtime import onednn_enabled
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -539,7 +539,7 @@ def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
     encoder = perturbed_encoder(ElectraConfig.preset("tiny", vocab_size=100), inputs)
     [(outputs, executed)] = frozen_encoder_session(encoder, [inputs])
     assert any("FusedMatMul" in kind for kind in executed)
-    if _pywrap_util_port.IsMklEnabled():
+    if onednn_enabled():
         assert "Erf" not in executed
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
@@ -767,6 +767,19 @@ def test_a_gelu_layer_trains_with_its_bias_added_inside_the_gelu(policy, toleran
     assert "BiasAdd" not in kinds(training_gradients)
 
 
+def loss_and_gradients(product, upstream, jit_compile=False):
+    """A traced function of two tensors: the sum of `product(x, y) * upstream` and its
+    gradients with respect to both."""
+    @tf.function(jit_compile=jit_compile)
+    def traced(x, y):
+        with tf.GradientTape() as tape:
+            tape.watch([x, y])
+            loss = tf.reduce_sum(product(x, y) * upstream)
+        return loss, tape.gradient(loss, [x, y])
+
+    return traced
+
+
 @pytest.mark.parametrize("adjoint_a, adjoint_b", [(False, False), (False, True), (True, False),
                                                   (True, True)])
 def test_batch_products_run_on_onednns_kernel_only_where_tensorflow_would_run_eigens(
@@ -780,13 +793,8 @@ def test_batch_products_run_on_onednns_kernel_only_where_tensorflow_would_run_ei
     upstream = tf.constant(rng.normal(size=(2, 3, 5, 6)), tf.float32)
 
     def product_and_gradients(matmul, jit_compile=False):
-        @tf.function(jit_compile=jit_compile)
-        def traced(x, y):
-            with tf.GradientTape() as tape:
-                tape.watch([x, y])
-                loss = tf.reduce_sum(matmul(x, y, adjoint_a, adjoint_b) * upstream)
-            return loss, tape.gradient(loss, [x, y])
-
+        traced = loss_and_gradients(lambda x, y: matmul(x, y, adjoint_a, adjoint_b), upstream,
+                                    jit_compile)
         # Traced for these shapes and for any (fine-tuning's batches).
         unknown = tf.TensorSpec([None] * 4, tf.float32)
         onednn = [[op for op in traced.get_concrete_function(*specs).graph.get_operations()
@@ -803,7 +811,7 @@ def test_batch_products_run_on_onednns_kernel_only_where_tensorflow_would_run_ei
     with export_tracing():
         _, exported_onednn_products = product_and_gradients(batch_matmul)
     # A product and its two gradient products.
-    assert onednn_products == (0 if _pywrap_util_port.IsMklEnabled() else 3)
+    assert onednn_products == (0 if onednn_enabled() else 3)
     assert xla_onednn_products == exported_onednn_products == 0
     for value, expected in ((ours, loss), (xla, loss)) + tuple(
             zip(our_gradients + xla_gradients, gradients + gradients)):
@@ -831,7 +839,7 @@ def test_a_training_steps_attention_products_run_on_onednns_kernel_where_oneDNN_
         return collections.Counter(op.type for g in functions for op in g.get_operations()
                                    if "BatchMatMul" in op.type)
 
-    onednn_off = not _pywrap_util_port.IsMklEnabled()
+    onednn_off = not onednn_enabled()
     training = batch_products(True)
     assert bool(training["_MklBatchMatMulV2"]) == onednn_off
     assert bool(training["BatchMatMulV2"]) != onednn_off
@@ -849,13 +857,7 @@ def test_a_training_products_gradients_are_tensorflows_in_the_faster_forms(kerne
     upstream = tf.constant(rng.normal(size=(16, kernel_shape[1])), tf.float32)
 
     def product_and_gradients(product):
-        @tf.function
-        def traced(x, kernel):
-            with tf.GradientTape() as tape:
-                tape.watch([x, kernel])
-                loss = tf.reduce_sum(product(x, kernel) * upstream)
-            return loss, tape.gradient(loss, [x, kernel])
-
+        traced = loss_and_gradients(product, upstream)
         graph = traced.get_concrete_function(x, kernel).graph
         products = [tuple(op.outputs[0].shape) for op in graph.get_operations()
                     if op.type == "MatMul"]
@@ -867,6 +869,6 @@ def test_a_training_products_gradients_are_tensorflows_in_the_faster_forms(kerne
     for mine, expected in zip(our_gradients, gradients):
         np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5)
     tall = kernel_shape[0] > kernel_shape[1]
-    transposed_gradient = tall and not _pywrap_util_port.IsMklEnabled()
+    transposed_gradient = tall and not onednn_enabled()
     assert (kernel_shape[::-1] in products) == transposed_gradient
     assert (kernel_shape in products) != transposed_gradient
