@@ -730,6 +730,7 @@ def test_a_gelu_layer_trains_with_its_bias_added_inside_the_gelu(policy, toleran
     """In training, a dense layer with the fused GELU adds its bias inside the GELU's kernel
     (no `BiasAdd` for Grappler to fuse into the product, which takes oneDNN's bfloat16
     product off AMX): the same function and gradients as in float64."""
+    keras.utils.set_random_seed(0)
     layer = flat_dense.FlatDense(64, activation=fused_gelu, dtype=policy,
                                  bias_initializer="random_normal")
     x = tf.random.stateless_normal([4, 16, 32], seed=[1, 1])
