@@ -1,8 +1,9 @@
 """TensorFlow's runtime in this process: whether it sees an accelerator, whether oneDNN
-runs its float ops (`onednn_enabled`), how it runs the ops executed eagerly (outside a
-`tf.function`), such as the ones creating variables, and the `tf.data` pipelines that
-every input pipeline of ours, and every dataset our models' `fit`, `evaluate` and
-`predict` are given, run without autotuning (`without_autotuning`).
+runs its float ops (`onednn_enabled`) or Eigen multiplies them (`products_run_on_eigen`),
+how it runs the ops executed eagerly (outside a `tf.function`), such as the ones creating
+variables, and the `tf.data` pipelines that every input pipeline of ours, and every
+dataset our models' `fit`, `evaluate` and `predict` are given, run without autotuning
+(`without_autotuning`).
 
 TensorFlow 2.21 runs each eager op as a function of one op, which it instantiates the
 first time it meets the op with new attributes: graph passes (XLA's clustering among
@@ -16,6 +17,8 @@ compute, only the wrapping goes. Written by hand because TensorFlow's Python API
 switch for it (its context turns it on when it starts). Only on a CPU: that is where it was
 measured.
 """
+
+import functools
 
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe
@@ -33,6 +36,13 @@ def onednn_enabled() -> bool:
     (`TF_ENABLE_ONEDNN_OPTS`; by default on CPUs with AVX512_VNNI, AVX512_BF16, AVX_VNNI or
     AMX), else on Eigen's (AVX2-only CPUs such as older AMD EPYCs)."""
     return _pywrap_util_port.IsMklEnabled()
+
+
+@functools.cache
+def products_run_on_eigen() -> bool:
+    """Whether TensorFlow multiplies float tensors traced here on Eigen's CPU kernels: no
+    accelerator and oneDNN off. The forms measured faster on those kernels take this."""
+    return not (onednn_enabled() or accelerator_visible())
 
 
 def run_eager_ops_by_their_kernels() -> None:

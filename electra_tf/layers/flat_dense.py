@@ -18,7 +18,7 @@ import tensorflow as tf
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
 from electra_tf.layers.inference import form_by_size, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
-from electra_tf.tf_runtime import onednn_enabled
+from electra_tf.tf_runtime import products_run_on_eigen
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -148,8 +148,8 @@ def matmul(x, kernel):
       bfloat16 ones ran as fast or faster as they are. The copy is transposed as integers,
       which Grappler does not fold back into the matmul. A float32 pretraining step of
       ELECTRA-Small: 2.7-3.5% shorter.
-    - a taller kernel, where TensorFlow runs Eigen's products (oneDNN off): the kernel
-      gradient is computed transposed, wide, and transposed back. Eigen multiplies
+    - a taller kernel, where TensorFlow runs Eigen's products (`products_run_on_eigen`):
+      the kernel gradient is computed transposed, wide, and transposed back. Eigen multiplies
       `x^T upstream` at 110 GFLOP/s for the feed-forward output's [1024, 256] and at 146
       in the wide form (at 4,096 rows; 98 against 118 at 640), and the generator's [256,
       64] at 69 against 98 (2-core AMD EPYC Zen 3, AVX2): ELECTRA-Small's float32
@@ -160,9 +160,9 @@ def matmul(x, kernel):
         return tf.matmul(x, kernel)
     if kernel.shape[1] >= kernel.shape[0]:
         return _matmul_with_transposed_kernel_gradient(x, kernel)
-    if onednn_enabled():
-        return tf.matmul(x, kernel)
-    return _matmul_with_wide_kernel_gradient(x, kernel)
+    if products_run_on_eigen():
+        return _matmul_with_wide_kernel_gradient(x, kernel)
+    return tf.matmul(x, kernel)
 
 
 @tf.custom_gradient
@@ -245,8 +245,8 @@ def bfloat16_products_accumulate_in_float32() -> bool:
     such as older AMD EPYCs, or `TF_ENABLE_ONEDNN_OPTS=0`) Eigen multiplies them and rounds
     its partial sums to bfloat16 (16.875 for this sum of 16.996; the bias gradients of 4,096
     rows of unit normals off by up to 0.76%, AMD EPYC AVX2-only). TensorFlow tells Python
-    whether oneDNN is on (`onednn_enabled`), but neither which library runs a bfloat16
-    product nor the CPU's features."""
+    whether oneDNN is on (`tf_runtime.onednn_enabled`), but neither which library runs a
+    bfloat16 product nor the CPU's features."""
     with tf.init_scope():
         column = tf.concat([[[1.0]], tf.fill([4095, 1], 2.0 ** -8)], axis=0)
         total = tf.matmul(tf.ones([1, 4096], tf.bfloat16), tf.cast(column, tf.bfloat16))

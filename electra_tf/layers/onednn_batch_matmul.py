@@ -31,7 +31,7 @@ from tensorflow.python.framework import kernels
 from tensorflow.python.ops import control_flow_util
 
 from electra_tf.layers.export_tracing import tracing_an_export
-from electra_tf.tf_runtime import accelerator_visible, onednn_enabled
+from electra_tf.tf_runtime import products_run_on_eigen
 
 _OP = "_MklBatchMatMulV2"
 _LABEL = "MklNameChangeOp"
@@ -57,13 +57,13 @@ def _onednn_kernel_wanted(dtype) -> bool:
 
 @functools.cache
 def _kernel_usable_here() -> bool:
-    """oneDNN off in this process, no accelerator, and `_OP`'s float32 kernel there."""
-    if onednn_enabled() or accelerator_visible():
-        return False
-    return any(kernel.device_type == "CPU" and kernel.label == _LABEL
-               and any(tf.float32.as_datatype_enum in constraint.allowed_values.list.type
-                       for constraint in kernel.constraint)
-               for kernel in kernels.get_registered_kernels_for_op(_OP).kernel)
+    """Products on Eigen's kernels here (`products_run_on_eigen`), and `_OP`'s float32
+    kernel registered."""
+    return products_run_on_eigen() and any(
+        kernel.device_type == "CPU" and kernel.label == _LABEL
+        and any(tf.float32.as_datatype_enum in constraint.allowed_values.list.type
+                for constraint in kernel.constraint)
+        for kernel in kernels.get_registered_kernels_for_op(_OP).kernel)
 
 
 def _onednn_batch_matmul(x, y, adjoint_a, adjoint_b):
