@@ -5,9 +5,10 @@ against keras-hub's `BertTextClassifier` and Hugging Face's text-classification 
 
 Every side answers class probabilities for a list of texts (the demo sentiment set's dev
 texts, packed to 128 tokens at most, batches of 32): ours on the list (packed eagerly,
-`PackedBatches`) and on a `tf.data` dataset of it (keras-hub's pipeline, which every call
-took before); keras-hub's `BertTextClassifier` of ELECTRA-Small's discriminator shapes on
-the same vocabulary (keras-hub has no ELECTRA task model; random weights, the same work);
+`PackedBatches`, shortest first) and on a `tf.data` dataset of it (its batches packed
+eagerly in their order, `ElectraTask._packed_elements`); keras-hub's `BertTextClassifier`
+of ELECTRA-Small's discriminator shapes on the same vocabulary (keras-hub has no ELECTRA
+task model; random weights, the same work);
 Hugging Face's `pipeline("text-classification")` on the model in torch. Each side runs in
 fresh processes (`--rounds` each, the sides in turn), which call it on each of `--sizes`
 texts in turn: the first call of each size (the first one traces the model; a later size

@@ -104,7 +104,7 @@ def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted,
     users = tf.data.Dataset.from_tensor_slices((texts[:4], [0, 1, 0, 1])).batch(2)
     clf.fit(users, validation_data=users.with_options(chosen), verbose=0)
     clf.evaluate(users, verbose=0)
-    clf.predict(users.map(lambda x, y: x), verbose=0)
+    clf.predict(users.map(lambda x, y: x), steps=2, verbose=0)  # `steps`: Keras's loop
     assert given["fit validation"].options().autotune.enabled  # the user's choice
     assert [given[name].options().autotune.enabled for name in ("fit", "evaluate", "predict")
             ] == [False] * 3
@@ -165,8 +165,8 @@ def test_the_encoder_reads_up_to_the_last_real_token_with_the_same_logits(fitted
 def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fitted):
     """In-memory texts are packed eagerly (a `tf.data` map traced the preprocessor anew
     on every call: ~0.5 s), in batches, singles and pairs alike, to the model's own
-    answers; labels of `evaluate` may be names, as in `fit`; a dataset still goes
-    through keras-hub's pipeline."""
+    answers; labels of `evaluate` may be names, as in `fit`; a dataset to `evaluate`
+    still goes through keras-hub's pipeline."""
     clf, texts, _ = fitted
     labels = _sentiment(5)[1]
     eager = []
@@ -201,6 +201,36 @@ def test_predict_and_evaluate_pack_texts_in_memory_eagerly_as_a_dataset_would(fi
         clf.predict((texts[:3], texts[:2]))
     with pytest.raises(ConfigError, match=r"different lengths \[4, 5\]"):  # > a batch
         clf.predict((texts[:5], texts[:4]), batch_size=2)
+
+
+def test_predict_packs_a_datasets_batches_eagerly_in_order_as_keras_hubs_map_would(
+        fitted, capsys):
+    """A dataset's batches are packed eagerly as they come (keras-hub's `tf.data` map
+    traced and instantiated the preprocessor anew on every call, and Keras's loop opened
+    a second iterator: ~0.2 s a call), in their order, read once without `tf.data`'s
+    autotuning, to the answers of Keras's loop over keras-hub's map; labelled elements
+    and datasets of unknown length too; an empty one is refused."""
+    clf, texts, _ = fitted
+    data = tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2)
+    keras_loop = clf.predict(data, steps=3, verbose=0)  # `steps`: keras-hub's map
+    eager, read = [], []
+    original_call, original_iter = clf.preprocessor.call, tf.data.Dataset.__iter__
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clf.preprocessor, "call", lambda *a, **kw: (
+            eager.append(tf.executing_eagerly()) or original_call(*a, **kw)))
+        patch.setattr(tf.data.Dataset, "__iter__", lambda self: (
+            read.append(self.options().autotune.enabled) or original_iter(self)))
+        ours = clf.predict(data, verbose=0)
+    assert eager == [True] * 3 and read == [False]
+    np.testing.assert_allclose(ours, keras_loop, atol=1e-6)
+    labelled = tf.data.Dataset.from_tensor_slices((texts[:5], [0, 1, 0, 1, 0])).batch(2)
+    np.testing.assert_allclose(clf.predict(labelled, verbose=0), ours, atol=1e-6)
+    unknown_length = data.filter(lambda text: True)
+    capsys.readouterr()
+    np.testing.assert_allclose(clf.predict(unknown_length, verbose=1), ours, atol=1e-6)
+    assert "3/Unknown" in capsys.readouterr().out  # Keras's bar for an unknown length
+    with pytest.raises(ConfigError, match="empty dataset"):
+        clf.predict(data.take(0), verbose=0)
 
 
 def test_more_than_a_batch_runs_shortest_first_and_answers_in_order(fitted, monkeypatch):

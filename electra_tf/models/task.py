@@ -194,65 +194,98 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
     @optimized_in_one_round
     @inference_only()
     def predict(self, x=None, batch_size=None, **kwargs):
-        """keras-hub's `predict`, except for in-memory inputs (lists, arrays, tensors, or a
-        tuple / dict of them):
-        - they are packed in eager mode batch by batch (`PackedBatches`): a call on a few
-          texts takes the model's time, not ~0.5 s more;
-        - more than a batch of them run shortest first (`length_order`), each batch's
-          encoder reading up to its own longest example; the outputs come back in the
-          inputs' order (unless `steps` or `callbacks` ask for Keras's batches as given);
-        - they run without Keras's loop (`_predict_in_memory` says why), with its progress
+        """keras-hub's `predict`, except that
+        - in-memory inputs (lists, arrays, tensors, or a tuple / dict of them) are packed
+          in eager mode batch by batch (`PackedBatches`): a call on a few texts takes the
+          model's time, not ~0.5 s more; more than a batch of them run shortest first
+          (`length_order`), each batch's encoder reading up to its own longest example,
+          and the outputs come back in the inputs' order (unless `steps` or `callbacks`
+          ask for Keras's batches as given);
+        - a `tf.data.Dataset`'s batches, in their order, are packed eagerly as they come
+          (`_packed_elements`), not by keras-hub's `tf.data` map, and read without
+          `tf.data`'s autotuning (`without_autotuning`; in Keras's loop too);
+        - both run without Keras's loop (`_predict_batches` says why), with its progress
           bar when `verbose` asks for one (for a single batch, only when it asks
           explicitly), unless `callbacks` or `steps` ask for the loop or the model has
           several replicas.
-        A dataset goes without `tf.data`'s autotuning (`without_autotuning`). Its function is
-        optimised in `one_optimization_round`, as `fit`'s are, and traced `inference_only`."""
+        The predict function is optimised in `one_optimization_round`, as `fit`'s are, and
+        traced `inference_only`."""
+        keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
+        own_loop = (not keras_batches_seen
+                    and self.distribute_strategy.num_replicas_in_sync == 1)
+        if isinstance(x, tf.data.Dataset) and own_loop:
+            count = int(x.cardinality())
+            return self._predict_batches(self._packed_elements(x), count if count >= 0 else
+                                         None, kwargs.get("verbose", "auto"))
         if not isinstance(x, IN_MEMORY):
             return super().predict(without_autotuning(x), batch_size=batch_size, **kwargs)
         batch_size = batch_size or KERAS_BATCH_SIZE
         batches = PackedBatches(self.example_parts(x), self.preprocess_samples, batch_size)
-        keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
         order = None
         if len(batches) > 1 and not keras_batches_seen:
             order = length_order.shortest_first(batches.parts[0])
             if order is not None:
                 batches = PackedBatches(length_order.take(batches.parts, order),
                                         self.preprocess_samples, batch_size)
-        # Keras's loop splits each batch between replicas, which would each get it whole.
-        if keras_batches_seen or self.distribute_strategy.num_replicas_in_sync > 1:
-            # Keras's own `predict`: keras-hub's would map the preprocessing over them again.
+        if own_loop:
+            outputs = self._predict_batches((batches[i] for i in range(len(batches))),
+                                            len(batches), kwargs.get("verbose", "auto"))
+        else:
+            # Keras's loop splits each batch between replicas, which would each get it
+            # whole. Keras's own `predict`: keras-hub's would map the preprocessing over
+            # the batches again.
             kwargs.setdefault("steps", len(batches))  # for Keras's progress bar
             outputs = keras.Model.predict(self, batches.dataset(), **kwargs)
-        else:
-            outputs = self._predict_in_memory(batches, kwargs.get("verbose", "auto"))
         return outputs if order is None else length_order.restore(outputs, order)
 
-    def _predict_in_memory(self, batches: PackedBatches, verbose):
-        """Keras's `predict` of `batches` without callbacks or steps, on one replica: the
-        same predict function on the same batches, the outputs concatenated as Keras
-        concatenates them, a progress bar as Keras's (none for one batch unless `verbose`
-        is 1 or 2).
+    def _predict_batches(self, batches, count, verbose):
+        """Keras's `predict` of packed `batches` (an iterable; `count` of them, or None
+        where unknown) without callbacks or steps, on one replica: the same predict
+        function on the same batches, the outputs concatenated as Keras concatenates them,
+        a progress bar as Keras's (none for one batch unless `verbose` is 1 or 2).
 
         Why not Keras's loop: its data adapter, iterator and callbacks cost ~50 ms a call,
         more than ELECTRA-Small takes on a few texts, and the same batches fed through its
         `tf.data` iterator ran up to 2x slower in some calls, at the same CPU time with the
         two cores less busy, which `tf.data`'s autotuning brings (ELECTRA-Small on demo
         texts, ms a call: 64 texts 352-362 or 654 against 303-313 here, 600 texts
-        2,744-2,762 or 5,133-5,135 against 2,701-2,744; 2-core AMD EPYC, AVX2)."""
+        2,744-2,762 or 5,133-5,135 against 2,701-2,744; 2-core AMD EPYC, AVX2). For a
+        dataset the loop also opens a second iterator at the end, for an epoch that
+        `predict` never runs (58-121 ms with keras-hub's map of the preprocessing)."""
         self.make_predict_function()
         if verbose == "auto":
-            verbose = 0 if len(batches) == 1 else 1
-        progress = (keras.utils.Progbar(len(batches), verbose=verbose, unit_name="step")
+            verbose = 0 if count == 1 else 1
+        progress = (keras.utils.Progbar(count, verbose=verbose, unit_name="step")
                     if verbose else None)
         outputs = []
-        for index in range(len(batches)):
-            outputs.append(self.predict_function([batches[index]]))
+        for batch in batches:
+            outputs.append(self.predict_function([batch]))
             if progress:
-                progress.update(index + 1, finalize=index + 1 == len(batches))
+                progress.update(len(outputs), finalize=len(outputs) == count)
+        if not outputs:
+            raise ConfigError("predict got an empty dataset: give it at least one batch.")
+        if progress and count is None:
+            progress.update(len(outputs), finalize=True)
         # Keras's own concatenation: arrays, ragged where the batches' shapes differ.
         outputs = tf.nest.map_structure(lambda *parts: potentially_ragged_concat(list(parts)),
                                         *outputs)
         return tf.nest.map_structure(convert_to_np_if_not_ragged, outputs)
+
+    def _packed_elements(self, dataset: tf.data.Dataset):
+        """The batches of `dataset`, read without `tf.data`'s autotuning, each passed
+        through `preprocess_samples` eagerly, as a `tf.data` map would pass it (a tuple
+        element as its parts).
+
+        Why not keras-hub's map: every call builds a new pipeline, in which `tf.data`
+        traces the preprocessing anew and instantiates it with each iterator (66 ms and
+        58-121 ms with ELECTRA-Small's tokenizer), more than the model takes on a few
+        texts; eager packing traces nothing (`PackedBatches` says more). ELECTRA-Small
+        on demo texts in batches of 32, ms a call through Keras's loop and keras-hub's map
+        against here: 1 text 215 / 28, 8 texts 248 / 66, 64 texts 590 / 493, 600 texts
+        6,692 / 5,128 (2-core AMD EPYC, AVX2)."""
+        for element in without_autotuning(dataset):
+            yield self.preprocess_samples(*(element if type(element) is tuple
+                                            else (element,)))
 
     @optimized_in_one_round
     @inference_only()
