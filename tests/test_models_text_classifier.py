@@ -209,7 +209,7 @@ def test_predict_packs_a_datasets_batches_eagerly_in_order_as_keras_hubs_map_wou
     traced and instantiated the preprocessor anew on every call, and Keras's loop opened
     a second iterator: ~0.2 s a call), in their order, read once without `tf.data`'s
     autotuning, to the answers of Keras's loop over keras-hub's map; labelled elements
-    and datasets of unknown length too; an empty one is refused."""
+    and datasets of unknown length too; an empty one is refused, as is a batch size."""
     clf, texts, _ = fitted
     data = tf.data.Dataset.from_tensor_slices(texts[:5]).batch(2)
     keras_loop = clf.predict(data, steps=3, verbose=0)  # `steps`: keras-hub's map
@@ -231,6 +231,8 @@ def test_predict_packs_a_datasets_batches_eagerly_in_order_as_keras_hubs_map_wou
     assert "3/Unknown" in capsys.readouterr().out  # Keras's bar for an unknown length
     with pytest.raises(ConfigError, match="empty dataset"):
         clf.predict(data.take(0), verbose=0)
+    with pytest.raises(ConfigError, match="batch_size=2 with a tf.data.Dataset"):
+        clf.predict(data, batch_size=2)
 
 
 def test_more_than_a_batch_runs_shortest_first_and_answers_in_order(fitted, monkeypatch):

@@ -213,6 +213,9 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
         own_loop = (not keras_batches_seen
                     and self.distribute_strategy.num_replicas_in_sync == 1)
+        if isinstance(x, tf.data.Dataset) and batch_size is not None:
+            raise ConfigError(f"predict got batch_size={batch_size} with a tf.data.Dataset, "
+                              "whose batches are its own: batch the dataset instead.")
         if isinstance(x, tf.data.Dataset) and own_loop:
             count = int(x.cardinality())
             return self._predict_batches(self._packed_elements(x), count if count >= 0 else
