@@ -213,13 +213,16 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         keras_batches_seen = kwargs.get("callbacks") or kwargs.get("steps")
         own_loop = (not keras_batches_seen
                     and self.distribute_strategy.num_replicas_in_sync == 1)
-        if isinstance(x, tf.data.Dataset) and batch_size is not None:
-            raise ConfigError(f"predict got batch_size={batch_size} with a tf.data.Dataset, "
-                              "whose batches are its own: batch the dataset instead.")
-        if isinstance(x, tf.data.Dataset) and own_loop:
-            count = int(x.cardinality())
-            return self._predict_batches(self._packed_elements(x), count if count >= 0 else
-                                         None, kwargs.get("verbose", "auto"))
+        if isinstance(x, tf.data.Dataset):
+            if batch_size is not None:
+                raise ConfigError(f"predict got batch_size={batch_size} with a "
+                                  "tf.data.Dataset, whose batches are its own: batch the "
+                                  "dataset instead.")
+            if own_loop:
+                count = int(x.cardinality())  # negative: infinite or unknown
+                return self._predict_batches(self._packed_elements(x),
+                                             count if count >= 0 else None,
+                                             kwargs.get("verbose", "auto"))
         if not isinstance(x, IN_MEMORY):
             return super().predict(without_autotuning(x), batch_size=batch_size, **kwargs)
         batch_size = batch_size or KERAS_BATCH_SIZE
@@ -231,8 +234,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                 batches = PackedBatches(length_order.take(batches.parts, order),
                                         self.preprocess_samples, batch_size)
         if own_loop:
-            outputs = self._predict_batches((batches[i] for i in range(len(batches))),
-                                            len(batches), kwargs.get("verbose", "auto"))
+            outputs = self._predict_batches(batches, len(batches),
+                                            kwargs.get("verbose", "auto"))
         else:
             # Keras's loop splits each batch between replicas, which would each get it
             # whole. Keras's own `predict`: keras-hub's would map the preprocessing over
