@@ -665,6 +665,48 @@ def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers():
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
+def test_the_pooled_output_alone_runs_the_last_layer_at_the_first_position_only(
+        monkeypatch):
+    """`pooled_only`: the full call's `[CLS]` vector (eager, traced for any shape as an
+    export is, and its training gradients), with the last layer's feed-forward layer
+    computing one position per text."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3, dropout=0.0)
+    inputs = encoder_inputs()
+    encoder = perturbed_encoder(config, inputs)
+    widths = []
+    last_feedforward = feedforward_layers(encoder.transformer_layers[-1])[0]
+    monkeypatch.setattr(last_feedforward, "call", lambda x, _call=last_feedforward.call,
+                        **kwargs: widths.append(x.shape[1]) or _call(x, **kwargs))
+    expected = encoder(inputs)["pooled_output"]
+
+    pooled = encoder(inputs, pooled_only=True)
+    assert list(pooled) == ["pooled_output"]
+    np.testing.assert_allclose(pooled["pooled_output"], expected, atol=1e-6)
+    spec = tf.TensorSpec([None, None], tf.int32)
+    with export_tracing(), inference_only():
+        function = tf.function(lambda ids, mask, types: encoder(
+            {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
+            pooled_only=True)["pooled_output"]).get_concrete_function(spec, spec, spec)
+    np.testing.assert_allclose(function(*inputs.values()), expected, atol=1e-6)
+
+    weights = tf.constant(np.random.default_rng(1).normal(size=expected.shape), tf.float32)
+
+    @tf.function
+    def gradients(pooled_only):
+        with tf.GradientTape() as tape:
+            outputs = encoder(inputs, training=True, pooled_only=pooled_only)
+            loss = tf.reduce_sum(outputs["pooled_output"] * weights)
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    full_gradients = [tf.convert_to_tensor(g).numpy() for g in gradients(False)]
+    # To rounding at the largest gradient's scale: some (the key bias's) are 0 but for it.
+    largest = max(np.abs(g).max() for g in full_gradients)
+    for mine, full in zip(gradients(True), full_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(mine), full, rtol=1e-5,
+                                   atol=1e-6 * largest)
+    assert widths == [12, 1, 1, 1]  # the full call; pooled eager, export, training
+
+
 @pytest.mark.parametrize("products_in_float32", [None, False],
                          ids=["as this CPU's products", "summed from a float32 copy"])
 def test_bfloat16_bias_gradients_are_summed_in_float32(monkeypatch, products_in_float32):

@@ -54,9 +54,9 @@ class ElectraTextClassifier(ElectraTask):
         return self.num_classes == 1
 
     def call(self, inputs, training=None):
-        # [CLS] alone is read: the padding tail is not needed.
+        # [CLS] alone is read: not the padding tail, nor the last layer elsewhere.
         inputs = self.cut_padding_tail(encoder_inputs(inputs))
-        cls = self.encoder(inputs, training=training)["pooled_output"]
+        cls = self.encoder(inputs, training=training, pooled_only=True)["pooled_output"]
         logits = self.head(self.dropout(cls, training=training))
         return keras.ops.squeeze(logits, -1) if self.regression else logits
 
