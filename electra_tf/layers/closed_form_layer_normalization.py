@@ -107,6 +107,12 @@ def use_closed_form_layer_norms(transformer_layer) -> None:
     `ClosedFormLayerNormalization`: the same objects (weights, names, checkpoints), another
     `call`. keras-hub creates them as Keras's `LayerNormalization` with no way to choose
     the class."""
-    for norm in (transformer_layer._self_attention_layer_norm,
-                 transformer_layer._feedforward_layer_norm):
+    for norm in layer_norms(transformer_layer):
         norm.__class__ = ClosedFormLayerNormalization
+
+
+def layer_norms(transformer_layer) -> tuple:
+    """A built keras-hub `TransformerEncoder`'s attention and feed-forward layer norms
+    (private attributes of keras-hub's: this is their one home here)."""
+    return (transformer_layer._self_attention_layer_norm,
+            transformer_layer._feedforward_layer_norm)

@@ -5,7 +5,8 @@ import keras_hub
 import tensorflow as tf
 
 from electra_tf.layers.activations import GELU
-from electra_tf.layers.closed_form_layer_normalization import use_closed_form_layer_norms
+from electra_tf.layers.closed_form_layer_normalization import (layer_norms,
+                                                                use_closed_form_layer_norms)
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.flat_einsum_dense import feedforward_layers, flatten_projections
@@ -185,8 +186,8 @@ def first_position_output(transformer_layer, x, padding_mask, training=None):
     y = self_attention(transformer_layer)(query=first, value=x,
                                           attention_mask=padding_mask[:, None, :],
                                           training=training)
-    y = transformer_layer._self_attention_dropout(y, training=training) + first
-    y = transformer_layer._self_attention_layer_norm(y)
+    attention_norm, feedforward_norm = layer_norms(transformer_layer)
+    y = attention_norm(transformer_layer._self_attention_dropout(y, training=training) + first)
     intermediate, output = feedforward_layers(transformer_layer)
     z = transformer_layer._feedforward_dropout(output(intermediate(y)), training=training)
-    return transformer_layer._feedforward_layer_norm(z + y)
+    return feedforward_norm(z + y)
