@@ -75,16 +75,16 @@ def by_batch_halves(inputs, compute):
     memory (the GELU's five over the feed-forward activations, layer norms, softmax,
     transposes) overlap the other half's products, where one batch waits for each in
     turn. An exported ELECTRA-Small classifier on a 2-core AVX2 EPYC (Zen 3; both forms
-    loaded in one process, requests alternating): 32 long texts 1.08-1.19x faster, 32
-    short ones 1.09-1.13x, 2 to 8 long ones 1.08-1.21x, 4 short ones 1.14x; 2 short
+    loaded in one process, requests alternating): 32 long texts 1.08-1.21x faster, 32
+    short ones 1.09-1.13x, 2 to 8 long ones 1.08-1.21x, 4 short ones 1.12-1.14x; 2 short
     ones (40 positions) took 1.13x as long split, hence the least size. Elsewhere the
     whole batch is computed: halves would trace the encoder twice more (a slower first
     `predict`) and run one empty half for a single text."""
-    word_ids = next(iter(inputs.values()))
-    batch, positions = word_ids.shape[0], word_ids.shape[1]
+    sequences = next(iter(inputs.values()))  # all of one shape
+    batch, positions = sequences.shape[0], sequences.shape[1]
 
     def halves():
-        half = (tf.shape(word_ids)[0] + 1) // 2 if batch is None else (batch + 1) // 2
+        half = (tf.shape(sequences)[0] + 1) // 2 if batch is None else (batch + 1) // 2
         first = compute({name: x[:half] for name, x in inputs.items()})
         second = compute({name: x[half:] for name, x in inputs.items()})
         return tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), first, second)
@@ -96,7 +96,7 @@ def by_batch_halves(inputs, compute):
         return compute(inputs)
     if batch is not None and positions is not None:
         return halves() if split_wanted(batch, positions) else compute(inputs)
-    shape = tf.shape(word_ids)
+    shape = tf.shape(sequences)
     return unlowered_cond(split_wanted(shape[0], shape[1]), halves, lambda: compute(inputs))
 
 
@@ -107,7 +107,8 @@ def unlowered_cond(predicate, true_fn, false_fn):
     Why: TensorFlow lowers a function's conds to `Switch` and `Merge` nodes by default,
     and its executor then passes every node of the branch not taken, as dead. For a
     branch holding a whole encoder that took an exported classifier's single short
-    request 1.05x as long (2-core AVX2 EPYC); kept an `If`, as long as without the cond.
+    request 1.05-1.11x as long (2-core AVX2 EPYC); kept an `If`, as long as without the
+    cond.
     The attribute that says so is private to TensorFlow (pinned in our requirements)."""
     outputs = tf.cond(predicate, true_fn, false_fn)
     operation = tf.nest.flatten(outputs)[0].op
