@@ -716,9 +716,9 @@ def test_the_pooled_output_alone_runs_the_last_layer_at_the_first_position_only(
     for mine, full in zip(gradients(True), full_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(mine), full, rtol=1e-5,
                                    atol=1e-6 * largest)
-    # The full call; pooled eager, export (whole, and two halves: `by_batch_halves`),
-    # training.
-    assert widths == [12, 1, 1, 1, 1, 1]
+    # The full call; pooled eager, export (one trace for the whole batch and its halves:
+    # `by_batch_halves`), training.
+    assert widths == [12, 1, 1, 1]
 
 
 def test_an_exports_batch_of_enough_positions_runs_as_two_halves(monkeypatch):
