@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.layers import encoder as encoder_module
 from electra_tf.layers import flat_dense, layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.bfloat16_rounding import narrow
@@ -443,15 +442,6 @@ def test_training_step_traces_one_transformer_layer_and_computes_the_same(policy
         assert not np.array_equal(mine, before)
 
 
-@pytest.fixture
-def whole_batches(monkeypatch):
-    """Exports' encoders traced for the whole batch alone, without `by_batch_halves`'s
-    `If` around them: the tests of each layer's forms read the graph's top level, and the
-    ops a TF1 session runs there (`by_batch_halves` has a test of its own)."""
-    monkeypatch.setattr(encoder_module, "by_batch_halves",
-                        lambda inputs, compute: compute(inputs))
-
-
 def inference_function(encoder):
     """`encoder`'s sequence output traced for any batch and length."""
     spec = tf.TensorSpec([None, None], tf.int32)
@@ -545,7 +535,7 @@ def test_inference_only_traces_the_encoder_without_custom_gradients_same_outputs
     assert all(g is not None for g in tape.gradient(loss, encoder.trainable_variables))
 
 
-def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul(whole_batches):
+def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
     """The GELU applied to the flat product lets oneDNN's fused matmul compute it: no `Erf`
     runs; applied after the reshape back to 3-D, one `Erf` per layer ran. Where TensorFlow
     runs Eigen's kernels (AVX2-only CPUs), its fused matmul takes the bias only."""
@@ -558,8 +548,7 @@ def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul(whole_batche
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
-def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch,
-                                                                  whole_batches):
+def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch):
     """Outside training, products of at most `SPLIT_MAX_ROWS` rows with a kernel of at
     least `SPLIT_MIN_KERNEL_SIZE` values run as two half-products (`split_matmul`), those
     with an activation (the feed-forward's GELU) of at most `SPLIT_MAX_ROWS_ACTIVATED`;
@@ -616,8 +605,7 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch,
     assert plain["MatMul"] == split_products + 1
 
 
-def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels(
-        whole_batches):
+def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
     """An export's attention picks its kernels per request: of at most
     `SMALL_ATTENTION_MAX_SCORES` scores per head, `small_attention` (`BatchMatMulV3`, the
     softmax written out), else TensorFlow's `BatchMatMulV2` and softmax (oneDNN's where
@@ -641,7 +629,7 @@ def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels(
         np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
-def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers(whole_batches):
+def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers():
     """Each per-request choice of an export's encoder (its split products' and its
     attentions' `tf.cond`s) is a size of the input mask's shape (`sequence_batch`): no
     choice waits for an embedding or a layer's output. Nor does any shape the products'
@@ -716,35 +704,7 @@ def test_the_pooled_output_alone_runs_the_last_layer_at_the_first_position_only(
     for mine, full in zip(gradients(True), full_gradients):
         np.testing.assert_allclose(tf.convert_to_tensor(mine), full, rtol=1e-5,
                                    atol=1e-6 * largest)
-    # The full call; pooled eager, export (one trace for the whole batch and its halves:
-    # `by_batch_halves`), training.
-    assert widths == [12, 1, 1, 1]
-
-
-def test_an_exports_batch_of_enough_positions_runs_as_two_halves(monkeypatch):
-    """Traced as an export is (any shape, inference only), the encoder computes a batch of
-    at least two texts and 64 positions as two halves, picked per call by an `If` kept
-    one; its outputs are the whole batch's, in order (halves of 3 and 2 texts here)."""
-    config = ElectraConfig.preset("tiny", vocab_size=100, num_layers=2, dropout=0.0)
-    inputs = encoder_inputs(batch=5, seq=16, lengths=(16, 9, 16, 4, 12))
-    encoder = perturbed_encoder(config, inputs)
-    expected = encoder(inputs)["sequence_output"].numpy()
-    encoded = tf.Variable(0)  # parts encoded, counted as the function runs
-    monkeypatch.setattr(encoder, "_encode", lambda *args, _encode=encoder._encode: (
-        encoded.assign_add(1), _encode(*args))[1])
-    spec = tf.TensorSpec([None, None], tf.int32)
-    with export_tracing(), inference_only():
-        function = tf.function(lambda ids, mask, types: encoder(
-            {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-        )["sequence_output"]).get_concrete_function(spec, spec, spec)
-    conds = [op for op in function.graph.get_operations() if op.type in ("If", "StatelessIf")]
-    assert len(conds) == 1 and not conds[0].get_attr("_lower_using_switch_merge")
-    # One text, and two of 16 positions (32 in all): whole; five texts (80): halves.
-    for texts, parts in ((1, 1), (2, 1), (5, 2)):
-        encoded.assign(0)
-        outputs = function(*(x[:texts] for x in inputs.values()))
-        assert int(encoded.numpy()) == parts, texts
-        np.testing.assert_allclose(outputs, expected[:texts], atol=1e-5)
+    assert widths == [12, 1, 1, 1]  # the full call; pooled eager, export, training
 
 
 @pytest.mark.parametrize("products_in_float32", [None, False],

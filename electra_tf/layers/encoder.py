@@ -10,7 +10,7 @@ from electra_tf.layers.closed_form_layer_normalization import (layer_norms,
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
 from electra_tf.layers.flat_einsum_dense import feedforward_layers, flatten_projections
-from electra_tf.layers.inference import by_batch_halves, sequence_batch
+from electra_tf.layers.inference import sequence_batch
 from electra_tf.layers.initializers import weight_initializer
 from electra_tf.layers.layer_stack import apply_layer_stack
 from electra_tf.layers.query_first_attention import put_query_first, self_attention
@@ -132,11 +132,6 @@ class ElectraEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None, pooled_only=False):
-        if training:
-            return self._encode(inputs, training, pooled_only)
-        return by_batch_halves(inputs, lambda part: self._encode(part, training, pooled_only))
-
-    def _encode(self, inputs, training, pooled_only):
         padding_mask = keras.ops.cast(inputs["input_mask"], "bool")
         layers, pooling_layer = self.transformer_layers, None
         if pooled_only and layers:
