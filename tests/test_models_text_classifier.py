@@ -337,6 +337,43 @@ def test_predict_traces_the_model_once_for_every_batch_size(fitted):
     assert len(traces) == 1
 
 
+def test_predict_runs_many_short_single_texts_through_a_function_with_the_small_forms(
+        fitted, monkeypatch):
+    """After `SMALL_FORMS_AFTER_BATCHES` batches of at most `SMALL_FORMS_MAX_ROWS` rows,
+    such batches get a predict function of their own, traced once with the small forms
+    (`small_attention`, not picked per call), which answers as Keras's does; larger
+    batches keep Keras's."""
+    from electra_tf.layers import query_first_attention
+    from electra_tf.models import task
+
+    clf, texts, _ = fitted
+    short, long = "a fine film .", " ".join(texts[:4])
+    assert len(short.split()) + 2 <= task.SMALL_FORMS_MAX_ROWS < len(long.split())
+    monkeypatch.setattr(task, "SMALL_FORMS_AFTER_BATCHES", 2)
+    small_attentions, original = [], query_first_attention.small_attention
+    monkeypatch.setattr(query_first_attention, "small_attention",
+                        lambda *args: small_attentions.append(1) or original(*args))
+    clf.make_predict_function(force=True)
+    traces = []
+    original_step = clf.predict_step
+    clf.predict_step = lambda data: traces.append(1) or original_step(data)
+    try:
+        first = [clf.predict([short], verbose=0) for _ in range(2)]
+        assert len(traces) == 1 and not small_attentions  # Keras's function alone
+        small = clf.predict([short], verbose=0)
+        assert len(traces) == 2 and small_attentions  # traced with the small forms
+        attentions = len(small_attentions)
+        beside_a_long_text = clf.predict([short, long], verbose=0)
+        again = clf.predict([short], verbose=0)
+    finally:
+        del clf.predict_step
+    assert len(traces) == 2 and len(small_attentions) == attentions
+    np.testing.assert_array_equal(first[1], first[0])
+    np.testing.assert_allclose(small, first[0], atol=1e-5)
+    np.testing.assert_allclose(beside_a_long_text[:1], first[0], atol=1e-5)
+    np.testing.assert_array_equal(again, small)
+
+
 # The start of a process (`python -c`, given the pretrained directory) whose `clf` is loaded
 # into `strategy`, a MirroredStrategy over two logical CPUs, which must be set up before
 # TensorFlow starts.

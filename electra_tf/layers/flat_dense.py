@@ -52,7 +52,8 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     stands between them (the feed-forward layers of an exported classifier).
 
     Outside training, a product of few rows with a large kernel runs as `split_matmul`;
-    with the rows unknown until run time, only under `forms_per_call` (exports)."""
+    with the rows unknown until run time, only under `forms_per_call` (exports) and
+    `small_forms` (`predict`'s function for single short texts)."""
     contracted = math.prod(kernel.shape[:contracted_axes])
     produced = tuple(kernel.shape[contracted_axes:])
     kernel = tf.convert_to_tensor(kernel)

@@ -1,7 +1,8 @@
 """How the layers trace for inference. `inference_only()`: functions traced within take
 no gradients, so the layers whose gradient is written by hand trace their forward pass
 alone. `forms_per_call()`: functions traced within pick some ops' form per call
-(`form_by_size`), by sizes read off the sequences' shape where `sequence_batch` gives it.
+(`form_by_size`), by sizes read off the sequences' shape where `sequence_batch` gives it;
+`small_forms()`: functions traced within pick the small forms.
 
 Why: `tf.custom_gradient` builds its gradient's graph machinery at every call while
 tracing, about 2-5 ms each in Python. ELECTRA-Small's classifier holds 73 (the layer
@@ -19,6 +20,7 @@ from electra_tf import traced
 
 _inference_only = contextvars.ContextVar("inference_only", default=False)
 _forms_per_call = contextvars.ContextVar("forms_per_call", default=False)
+_small_forms = contextvars.ContextVar("small_forms", default=False)
 _sequence_batch = contextvars.ContextVar("sequence_batch", default=None)
 
 
@@ -44,13 +46,24 @@ def forms_per_call():
     return traced.switched(_forms_per_call, True)
 
 
+def small_forms():
+    """Within, functions traced pick the small form of every op whose size is unknown when
+    tracing (`form_by_size`). For a function that is called only on inputs whose every such
+    size is within its limit: `predict`'s function for batches of few rows
+    (`ElectraTask._predict_function_for` says when), traced apart from the one for larger
+    batches, so that neither pays for a `tf.cond`."""
+    return traced.switched(_small_forms, True)
+
+
 def form_by_size(size, run_time_size, limit, small, large):
     """`small()` if a size is at most `limit`, else `large()`. `size`: the size where it is
     known when tracing (an int), else None; `run_time_size()` gives it as a scalar tensor,
     read only within `forms_per_call()`, where the form is picked per call (a `tf.cond`);
-    elsewhere an unknown size takes `large()`."""
+    elsewhere an unknown size takes `small()` within `small_forms()`, else `large()`."""
     if size is not None:
         return small() if size <= limit else large()
+    if _small_forms.get():
+        return small()
     if not _forms_per_call.get():
         return large()
     return tf.cond(run_time_size() <= limit, small, large)

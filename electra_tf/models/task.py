@@ -1,6 +1,8 @@
 """`ElectraTask`: what every task model shares (keras-hub's `Task`: the preprocessor is
 applied by `fit`, `evaluate` and `predict`), plus the official fine-tuning recipe."""
 
+import math
+
 import keras
 import keras_hub
 import numpy as np
@@ -15,9 +17,11 @@ from electra_tf.config import preset_of_size
 from electra_tf.tf_runtime import without_autotuning
 from electra_tf.errors import ConfigError
 from electra_tf.layers.encoder import INPUT_NAMES
-from electra_tf.layers.flat_dense import FlatDense
-from electra_tf.layers.inference import inference_only
+from electra_tf.layers.flat_dense import (SPLIT_MAX_ROWS, SPLIT_MAX_ROWS_ACTIVATED,
+                                           FlatDense)
+from electra_tf.layers.inference import inference_only, small_forms
 from electra_tf.layers.initializers import weight_initializer
+from electra_tf.layers.query_first_attention import SMALL_ATTENTION_MAX_SCORES
 from electra_tf.models import length_order, serving
 from electra_tf.models.finetuned import load_task_model
 from electra_tf.models.packed_batches import PackedBatches
@@ -32,6 +36,14 @@ from electra_tf.training.graph_optimization import (one_optimization_round,
 KERAS_BATCH_SIZE = 32
 # Inputs that `predict` and `evaluate` pack themselves, not through a `tf.data` pipeline.
 IN_MEMORY = (list, tuple, dict, np.ndarray, tf.Tensor, tf.RaggedTensor)
+# The most rows (examples x positions) a packed batch may give the encoder for every size
+# that `inference.form_by_size` reads to be within its limit: the products' rows and the
+# attentions' scores per head (at most rows squared): one text of a few dozen tokens.
+SMALL_FORMS_MAX_ROWS = min(SPLIT_MAX_ROWS, SPLIT_MAX_ROWS_ACTIVATED,
+                           math.isqrt(SMALL_ATTENTION_MAX_SCORES))
+# How many such batches `predict` runs through Keras's function before it traces one with
+# the small forms for them (`ElectraTask._predict_function_for` says why).
+SMALL_FORMS_AFTER_BATCHES = 100
 
 
 # What Keras puts into a class hierarchy to make a subclass of `keras.Model` functional.
@@ -257,7 +269,11 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         texts, ms a call: 64 texts 352-362 or 654 against 303-313 here, 600 texts
         2,744-2,762 or 5,133-5,135 against 2,701-2,744; 2-core AMD EPYC, AVX2). For a
         dataset the loop also opens a second iterator at the end, for an epoch that
-        `predict` never runs (58-121 ms with keras-hub's map of the preprocessing)."""
+        `predict` never runs (58-121 ms with keras-hub's map of the preprocessing).
+
+        Batches of at most `SMALL_FORMS_MAX_ROWS` rows (single short texts) run through
+        a predict function of their own once there have been enough of them
+        (`_predict_function_for`)."""
         self.make_predict_function()
         if verbose == "auto":
             verbose = 0 if count == 1 else 1
@@ -265,7 +281,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                     if verbose else None)
         outputs = []
         for batch in batches:
-            outputs.append(self.predict_function([batch]))
+            outputs.append(self._predict_function_for(batch)([batch]))
             if progress:
                 progress.update(len(outputs), finalize=len(outputs) == count)
         if not outputs:
@@ -276,6 +292,42 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         outputs = tf.nest.map_structure(lambda *parts: potentially_ragged_concat(list(parts)),
                                         *outputs)
         return tf.nest.map_structure(convert_to_np_if_not_ragged, outputs)
+
+    def _predict_function_for(self, batch):
+        """The predict function for a packed `batch`: Keras's (`make_predict_function`),
+        or, for the batches of at most `SMALL_FORMS_MAX_ROWS` rows after the first
+        `SMALL_FORMS_AFTER_BATCHES` of them, one traced `small_forms()` (the split
+        products and the small attentions).
+
+        Why: with the sizes unknown when it traces, Keras's function takes the forms for
+        large batches. The small forms answer one short text in 7.0-7.1 ms instead of
+        11.6-11.9, but a second function costs a trace (~0.6 s) and picking the form per
+        call (`tf.cond`, as exports do) ~0.45 s more in the first trace (ELECTRA-Small
+        classifier, 2-core Sapphire Rapids). So the trace is bought once the small batches
+        have lost about what it costs (a ski rental): a process that predicts a few texts
+        pays nothing, and none loses more than about twice what the right choice, known
+        in advance, would have lost."""
+        if self.jit_compile:  # static shapes: `form_by_size` reads the sizes when tracing
+            return self.predict_function
+        rows = _encoder_rows(batch)
+        if rows is None or rows > SMALL_FORMS_MAX_ROWS:
+            return self.predict_function
+        large, small, seen = getattr(self, "_small_forms_predict", (None, None, 0))
+        if large is not self.predict_function:  # a new Keras function (compile, ...)
+            large, small, seen = self.predict_function, None, 0
+        seen += 1
+        if small is None and seen > SMALL_FORMS_AFTER_BATCHES:
+            small = self.make_predict_function(force=True)
+            self.predict_function = large
+        self._small_forms_predict = (large, small, seen)
+        if small is None:
+            return large
+
+        def predict_small(data):
+            with small_forms():  # read by its first call, which traces
+                return small(data)
+
+        return predict_small
 
     def _packed_elements(self, dataset: tf.data.Dataset):
         """The batches of `dataset`, read without `tf.data`'s autotuning, each passed
@@ -450,6 +502,20 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             if isinstance(config.get(key), dict):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
+
+
+def _encoder_rows(batch):
+    """The rows a packed `batch` gives the encoder: examples x positions up to the batch's
+    last real token (as `without_padding_tail` cuts), or None where the batch holds no
+    `input_mask`."""
+    inputs = batch[0] if isinstance(batch, tuple) else batch
+    mask = inputs.get("input_mask") if isinstance(inputs, dict) else None
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if not mask.size:
+        return 0
+    return mask.shape[0] * max(int((np.arange(1, mask.shape[1] + 1) * mask).max()), 1)
 
 
 def _any_batch_size(value):
