@@ -13,7 +13,10 @@ Hugging Face's `pipeline("text-classification")` on the model in torch. Each sid
 fresh processes (`--rounds` each, the sides in turn), which call it on each of `--sizes`
 texts in turn: the first call of each size (the first one traces the model; a later size
 may trace again) and the median of `--repeats` calls after it; the medians over the
-processes are printed.
+processes are printed. Then ours and torch's pipeline answer `--stream` dev texts one
+call each, in a row (a service answering single requests), and their total seconds are
+printed: ours runs such texts through a second predict function once 100 of them have
+run (`ElectraTask._predict_function_for`), which a few calls per size never reach.
 """
 
 import json
@@ -35,6 +38,8 @@ flags.DEFINE_string("model", demo_data.REFERENCE_DISCRIMINATOR, demo_data.MODEL_
 flags.DEFINE_list("sizes", ["1", "8", "64"], "Texts per call.")
 flags.DEFINE_integer("repeats", 5, "Timed calls per size, side and round.")
 flags.DEFINE_integer("rounds", 3, "Processes per side (the sides in turn).")
+flags.DEFINE_integer("stream", 400, "Single texts answered one call each, in a row, after "
+                     "the sizes (0: none).")
 SEQUENCE_LENGTH = 128
 BATCH_SIZE = 32
 
@@ -87,6 +92,9 @@ def torch_pipeline(model_dir):
 # Each side in its own process, so that each first call is a fresh process's.
 SIDES = {"ours": ours, "ours_tf_data": ours_through_tf_data, "keras_hub": keras_hub_bert,
          "torch": torch_pipeline}
+# The sides that answer the stream of single texts: keras-hub's takes ~0.9 s a call (it
+# maps its preprocessing anew at every call), and a dataset per text is no one's service.
+STREAMED = ("ours", "torch")
 flags.DEFINE_enum("measure", None, list(SIDES),
                   "Internal: one side in this process; prints its times as JSON.")
 
@@ -106,7 +114,9 @@ def measure_here(name, sizes):
         first[n] = seconds(lambda: call(texts[:n]))
         medians[n] = statistics.median(seconds(lambda: call(texts[:n]))
                                        for _ in range(FLAGS.repeats))
-    print(json.dumps({"first": first, "medians": medians}))
+    stream = (seconds(lambda: [call([text]) for text in texts[:FLAGS.stream]])
+              if name in STREAMED else None)
+    print(json.dumps({"first": first, "medians": medians, "stream": stream}))
 
 
 def main(argv):
@@ -120,7 +130,8 @@ def main(argv):
         for name in SIDES:
             output = subprocess.run(
                 [sys.executable, __file__, f"--measure={name}", f"--model={FLAGS.model}",
-                 f"--sizes={','.join(FLAGS.sizes)}", f"--repeats={FLAGS.repeats}"],
+                 f"--sizes={','.join(FLAGS.sizes)}", f"--repeats={FLAGS.repeats}",
+                 f"--stream={FLAGS.stream}"],
                 capture_output=True, text=True, check=True).stdout
             runs[name].append(json.loads(output.splitlines()[-1]))
     print(f"seconds per predict call, median of {FLAGS.rounds} processes (each the median "
@@ -131,6 +142,11 @@ def main(argv):
         cells = "".join(f"{median(results, 'first', n):13.3f} / {median(results, 'medians', n):.3f}"
                         for n in sizes)
         print(f"{name:16}{cells}")
+    if FLAGS.stream:
+        print(f"\n{FLAGS.stream} dev texts, one call each, in a row: total seconds, median "
+              f"of {FLAGS.rounds} processes")
+        for name in STREAMED:
+            print(f"{name:16}{statistics.median(r['stream'] for r in runs[name]):13.2f}")
 
 
 def median(results, key, size) -> float:
