@@ -461,9 +461,11 @@ def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
 
 
 def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitted):
-    """Ragged packing ops run one by one from Python cost ~10 ms a call: eager calls run
-    them as one graph, traced once per form (single texts, pairs) for any batch."""
-    from electra_tf.text import packing
+    """Ragged packing ops run one by one from Python cost ~10 ms a call, the tokenizer's
+    graph and the packing's as two calls ~1 ms: eager calls run both as one graph, traced
+    once per form (single texts, pairs) for any batch and shared by the preprocessors of
+    one vocabulary, and pack as traced calls do."""
+    from electra_tf.text import tokenizer as tokenizer_lib
 
     preprocessor = fitted[0].preprocessor
     texts, _ = _sentiment(7)
@@ -472,12 +474,19 @@ def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitt
     pairs = [(b, list(reversed(b))) for b in batches] + [([long], ["a fine film"])]
     in_graph = tf.function(lambda x: preprocessor(x))
     preprocessor(batches[0]), preprocessor(tuple(pairs[0]))
-    traces = packing.pack_segments.traced.experimental_get_tracing_count()
+    graph = tokenizer_lib._GRAPHS[preprocessor.tokenizer]
+    functions = dict(tokenizer_lib._AROUND_GRAPHS[graph])
+    assert sorted(key[1] for key in functions) == [1, 2]  # single texts, pairs
     for x in batches + [tuple(pair) for pair in pairs]:
-        eager, graph = preprocessor(x), in_graph(tf.nest.map_structure(tf.constant, x))
+        eager, graph_packed = preprocessor(x), in_graph(tf.nest.map_structure(tf.constant, x))
         for key in eager:
-            np.testing.assert_array_equal(eager[key], graph[key])
-    assert packing.pack_segments.traced.experimental_get_tracing_count() == traces
+            np.testing.assert_array_equal(eager[key], graph_packed[key])
+    tokenizer = tokenizer_lib.ElectraTokenizer.from_config(preprocessor.tokenizer.get_config())
+    tokenizer.set_vocabulary(preprocessor.tokenizer.vocabulary)
+    another = type(preprocessor)(tokenizer, sequence_length=preprocessor.sequence_length)
+    np.testing.assert_array_equal(another(batches[1])["input_word_ids"],
+                                  preprocessor(batches[1])["input_word_ids"])
+    assert tokenizer_lib._AROUND_GRAPHS[graph] == functions  # nothing traced again
 
 
 def test_keras_hub_functional_task_models_share_the_process_with_ours():

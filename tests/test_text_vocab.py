@@ -70,6 +70,23 @@ def test_eager_calls_run_tf_text_and_keep_tensors(vocab_path, monkeypatch):
     assert isinstance(ragged, tf.RaggedTensor) and ragged.to_list() == [list(ids), []]
 
 
+def test_functions_traced_around_the_graph_live_as_long_as_it(vocab_path):
+    """A preprocessor's eager packing, traced around its tokenizer's graph, is kept for
+    the tokenizers of the vocabulary while the graph lives, and keeps neither alive."""
+    from electra_tf.models.preprocessor import ElectraPreprocessor
+    from electra_tf.text.tokenizer import _AROUND_GRAPHS
+
+    # Settings no other test's tokenizer has, so that no other keeps the graph alive.
+    tokenizer = ElectraTokenizer(vocab_path, lowercase=True, strip_accents=False)
+    packed = ElectraPreprocessor(tokenizer, sequence_length=8)(["The American people"])
+    assert packed["input_mask"].numpy().sum() == 5
+    graph = weakref.ref(_GRAPHS[tokenizer])
+    assert len(_AROUND_GRAPHS[graph()]) == 1
+    del tokenizer, packed
+    gc.collect()
+    assert graph() is None
+
+
 def test_traced_calls_run_the_shared_graph_not_tf_texts_ops_again(vocab_path):
     """A function that tokenizes (a `tf.data` map, Keras's symbolic build) calls the graph
     eager calls run instead of tracing tf-text's ops and their ragged checks again (0.4-0.7

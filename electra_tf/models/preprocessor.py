@@ -4,6 +4,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from electra_tf import traced
 from electra_tf.errors import ConfigError, check_choice
 from electra_tf.models.sources import open_model
 from electra_tf.text.tokenizer import ElectraTokenizer
@@ -58,12 +59,37 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
-        inputs = pack_segments([tokenize_ragged(self.tokenizer, s) for s in segments],
-                               self.sequence_length,
-                               self.tokenizer.special_ids, self.truncation)
+        if tf.executing_eagerly() and all(s.shape.rank == 1 for s in segments):
+            inputs = self._packed_eagerly(segments)
+        else:
+            inputs = pack_segments([tokenize_ragged(self.tokenizer, s) for s in segments],
+                                   self.sequence_length,
+                                   self.tokenizer.special_ids, self.truncation)
         if single:
             inputs = {k: v[0] for k, v in inputs.items()}
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
+
+    def _packed_eagerly(self, segments: list) -> dict:
+        """`segments` (string tensors [batch]) tokenized and packed by one graph call,
+        traced once per number of segments, length and truncation for the preprocessors
+        of a vocabulary (`ElectraTokenizer.traced_around`).
+
+        Why: tokenizing (the tokenizer's graph, behind a Keras layer call) and packing
+        (`pack_segments`' graph) as two calls crossed back into Python with ragged ids in
+        between: 0.97-1.10 ms to pack one text against 0.24-0.27 ms as one call, of a
+        `predict` taking 6.5 ms (2-core Sapphire Rapids)."""
+        count, length, truncation = len(segments), self.sequence_length, self.truncation
+        special_ids = self.tokenizer.special_ids
+
+        def trace(tokenize):
+            return traced.function(
+                lambda texts: pack_segments([tokenize(t) for t in texts], length,
+                                            special_ids, truncation),
+                input_signature=[[tf.TensorSpec([None], tf.string)] * count]
+            ).get_concrete_function()
+
+        key = ("pack_segments", count, length, truncation)
+        return self.tokenizer.traced_around(key, trace)(segments)
 
     def pack_words(self, words: tf.RaggedTensor):
         """Word-split sentences, strings [batch, (words)] -> (the encoder's inputs, each

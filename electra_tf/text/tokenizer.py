@@ -69,11 +69,30 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         # took 0.4-0.7 s a call, calling the traced graph 0.025 s. Both run one graph.
         # Exports trace the ops into their own graph: a `tiny` classifier's TF1 session
         # answered 32 long texts in 12.0-12.9 ms so, 15.5-17.9 ms calling the graph.
+        graph = self._eager_graph()
+        ids = graph(texts[None])[0] if texts.shape.rank == 0 else graph(texts)
+        return convert_preprocessing_outputs(ids)
+
+    def _eager_graph(self):
         graph = _GRAPHS.get(self)
         if graph is None:
             graph = _GRAPHS[self] = _shared_graph(self)
-        ids = graph(texts[None])[0] if texts.shape.rank == 0 else graph(texts)
-        return convert_preprocessing_outputs(ids)
+        return graph
+
+    def traced_around(self, key, trace):
+        """`trace(tokenize)`: a concrete function that calls `tokenize` (the graph this
+        tokenizer's eager calls run: strings [batch] -> int32 ids ragged [batch,
+        (pieces)]), traced once per `key` for all the tokenizers of this vocabulary and
+        settings, and kept while their graph lives. For eager work around tokenizing run
+        as one graph call (`ElectraPreprocessor`'s packing); `trace` must capture no
+        tokenizer, which the graph would then keep alive."""
+        graph = self._eager_graph()
+        functions = _AROUND_GRAPHS.setdefault(graph, {})
+        function = functions.get(key)
+        if function is None:
+            with tf.init_scope():  # as the graph's: outside any function being traced
+                function = functions[key] = trace(graph)
+        return function
 
     @preprocessing_function
     def _tokenize_tf(self, inputs):
@@ -117,6 +136,7 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
 
 _GRAPHS = weakref.WeakKeyDictionary()  # tokenizer: the graph its calls run
 _SHARED_GRAPHS = weakref.WeakValueDictionary()  # vocabulary and settings: graph
+_AROUND_GRAPHS = weakref.WeakKeyDictionary()  # graph: {key: function traced around it}
 
 
 def _shared_graph(tokenizer: ElectraTokenizer):
