@@ -463,8 +463,8 @@ def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
 def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitted):
     """Ragged packing ops run one by one from Python cost ~10 ms a call, the tokenizer's
     graph and the packing's as two calls ~1 ms: eager calls run both as one graph, traced
-    once per form (single texts, pairs) for any batch and shared by the preprocessors of
-    one vocabulary, and pack as traced calls do."""
+    once per form (single texts, pairs, words) for any batch and shared by the
+    preprocessors of one vocabulary, and pack as traced calls do."""
     from electra_tf.text import tokenizer as tokenizer_lib
 
     preprocessor = fitted[0].preprocessor
@@ -481,6 +481,14 @@ def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitt
         eager, graph_packed = preprocessor(x), in_graph(tf.nest.map_structure(tf.constant, x))
         for key in eager:
             np.testing.assert_array_equal(eager[key], graph_packed[key])
+    # Words (a tagger's), the same way.
+    words = tf.ragged.constant([long.split(), ["a", "", "film"], []], tf.string)
+    eager, graph_packed = preprocessor.pack_words(words), tf.function(
+        preprocessor.pack_words)(words)
+    for mine, theirs in zip(tf.nest.flatten(eager), tf.nest.flatten(graph_packed)):
+        np.testing.assert_array_equal(mine, theirs)
+    functions = dict(tokenizer_lib._AROUND_GRAPHS[graph])
+    assert sorted(key[0] for key in functions) == ["pack_segments"] * 2 + ["pack_words"]
     tokenizer = tokenizer_lib.ElectraTokenizer.from_config(preprocessor.tokenizer.get_config())
     tokenizer.set_vocabulary(preprocessor.tokenizer.vocabulary)
     another = type(preprocessor)(tokenizer, sequence_length=preprocessor.sequence_length)

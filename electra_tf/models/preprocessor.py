@@ -70,33 +70,47 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
 
     def _packed_eagerly(self, segments: list) -> dict:
-        """`segments` (string tensors [batch]) tokenized and packed by one graph call,
-        traced once per number of segments, length and truncation for the preprocessors
-        of a vocabulary (`ElectraTokenizer.traced_around`).
-
-        Why: tokenizing (the tokenizer's graph, behind a Keras layer call) and packing
-        (`pack_segments`' graph) as two calls crossed back into Python with ragged ids in
-        between: 0.97-1.10 ms to pack one text against 0.24-0.27 ms as one call, of a
-        `predict` taking 6.5 ms (2-core Sapphire Rapids)."""
+        """`segments` (string tensors [batch]) tokenized and packed by one graph call
+        (`_traced_around_tokenizer` says why)."""
         count, length, truncation = len(segments), self.sequence_length, self.truncation
         special_ids = self.tokenizer.special_ids
-
-        def trace(tokenize):
-            return traced.function(
-                lambda texts: pack_segments([tokenize(t) for t in texts], length,
-                                            special_ids, truncation),
-                input_signature=[[tf.TensorSpec([None], tf.string)] * count]
-            ).get_concrete_function()
-
-        key = ("pack_segments", count, length, truncation)
-        return self.tokenizer.traced_around(key, trace)(segments)
+        packing = self._traced_around_tokenizer(
+            ("pack_segments", count, length, truncation),
+            [[tf.TensorSpec([None], tf.string)] * count],
+            lambda tokenize: lambda texts: pack_segments(
+                [tokenize(t) for t in texts], length, special_ids, truncation))
+        return packing(segments)
 
     def pack_words(self, words: tf.RaggedTensor):
         """Word-split sentences, strings [batch, (words)] -> (the encoder's inputs, each
         word's first-piece position int32 [batch, max words], -1 for words cut by the
-        length and for padding); see `text.packing.pack_words`."""
+        length and for padding); see `text.packing.pack_words`. Eager calls run as one
+        graph call (`_traced_around_tokenizer`)."""
+        length, special_ids = self.sequence_length, self.tokenizer.special_ids
+        if tf.executing_eagerly() and words.ragged_rank == 1:
+            splits = words.row_splits.dtype
+            packing = self._traced_around_tokenizer(
+                ("pack_words", length, splits.name),
+                [tf.RaggedTensorSpec([None, None], tf.string, 1, splits)],
+                lambda tokenize: lambda words: pack_words(
+                    words.with_values(tokenize(words.values)), length, special_ids))
+            return packing(words)
         pieces = words.with_values(tokenize_ragged(self.tokenizer, words.values))
-        return pack_words(pieces, self.sequence_length, self.tokenizer.special_ids)
+        return pack_words(pieces, length, special_ids)
+
+    def _traced_around_tokenizer(self, key, signature, packing_of):
+        """`packing_of(tokenize)` (a function of tensors that calls `tokenize`, the
+        tokenizer's graph), traced for `signature` once per `key` for the preprocessors of
+        a vocabulary (`ElectraTokenizer.traced_around`); `packing_of` captures no
+        preprocessor.
+
+        Why: eager calls tokenized (the tokenizer's graph, behind a Keras layer call) and
+        packed (the packing's graph) in two calls, with ragged ids back in Python in
+        between: packing one text 0.97-1.10 ms against 0.24-0.27 as one call (of a
+        `predict` taking 6.5 ms), one sentence's words 1.39 against 0.47 (2-core
+        Sapphire Rapids)."""
+        return self.tokenizer.traced_around(key, lambda tokenize: traced.function(
+            packing_of(tokenize), input_signature=signature).get_concrete_function())
 
     def get_config(self):
         config = super().get_config()
