@@ -458,6 +458,14 @@ def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     # (x, y) as keyword arguments still pass the labels through.
     packed, labels = preprocessor(tf.constant(["a fine film"]), y=tf.constant([1]))
     assert packed["input_word_ids"].shape == (1, 32) and labels.numpy().tolist() == [1]
+    # Texts and pairs that do not match are refused (they packed the first rows alone).
+    with pytest.raises(ConfigError, match=r"different lengths \[1, 2\]"):
+        preprocessor((tf.constant(["a fine film", "dull"]), tf.constant(["dull"])))
+    # Words with 32-bit row splits pack as with 64-bit ones.
+    words = [["a", "fine", "film"], ["dull"]]
+    np.testing.assert_array_equal(
+        preprocessor.pack_words(tf.ragged.constant(words, row_splits_dtype=tf.int32))[1],
+        preprocessor.pack_words(tf.ragged.constant(words))[1])
 
 
 def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitted):
@@ -476,7 +484,8 @@ def test_eager_packing_runs_one_graph_for_any_batch_as_the_graph_path_packs(fitt
     preprocessor(batches[0]), preprocessor(tuple(pairs[0]))
     graph = tokenizer_lib._GRAPHS[preprocessor.tokenizer]
     functions = dict(tokenizer_lib._AROUND_GRAPHS[graph])
-    assert sorted(key[1] for key in functions) == [1, 2]  # single texts, pairs
+    # Single texts and pairs (and words, where another test packed them first).
+    assert sorted(key[1] for key in functions if key[0] == "pack_segments") == [1, 2]
     for x in batches + [tuple(pair) for pair in pairs]:
         eager, graph_packed = preprocessor(x), in_graph(tf.nest.map_structure(tf.constant, x))
         for key in eager:

@@ -56,6 +56,10 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
             raise ValueError(f"ElectraPreprocessor takes a text or a pair of texts per "
                              f"example; got {len(segments)} segments.")
         segments = [tf.convert_to_tensor(s, tf.string) for s in segments]
+        sizes = {s.shape[0] if s.shape.rank else 1 for s in segments} - {None}
+        if len(sizes) > 1:
+            raise ConfigError(f"ElectraPreprocessor got texts and pairs of different "
+                              f"lengths {sorted(sizes)}: give one pair per text.")
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
@@ -87,11 +91,11 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         length and for padding); see `text.packing.pack_words`. Eager calls run as one
         graph call (`_traced_around_tokenizer`)."""
         length, special_ids = self.sequence_length, self.tokenizer.special_ids
+        words = words.with_row_splits_dtype(tf.int64)  # as the tokenizer's pieces
         if tf.executing_eagerly() and words.ragged_rank == 1:
-            splits = words.row_splits.dtype
             packing = self._traced_around_tokenizer(
-                ("pack_words", length, splits.name),
-                [tf.RaggedTensorSpec([None, None], tf.string, 1, splits)],
+                ("pack_words", length),
+                [tf.RaggedTensorSpec([None, None], tf.string, 1, tf.int64)],
                 lambda tokenize: lambda words: pack_words(
                     words.with_values(tokenize(words.values)), length, special_ids))
             return packing(words)
