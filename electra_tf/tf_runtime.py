@@ -1,8 +1,9 @@
 """TensorFlow's runtime in this process: whether it sees an accelerator, whether oneDNN
 runs its float ops (`onednn_enabled`) or Eigen multiplies them (`products_run_on_eigen`),
-how it runs the ops executed eagerly (outside a `tf.function`), such as the ones creating
-variables, and the `tf.data` pipelines that every input pipeline of ours, and every
-dataset our models' `fit`, `evaluate` and `predict` are given, run without autotuning
+which products oneDNN computes on one thread (`one_thread_product_bytes`), how it runs
+the ops executed eagerly (outside a `tf.function`), such as the ones creating variables,
+and the `tf.data` pipelines that every input pipeline of ours, and every dataset our
+models' `fit`, `evaluate` and `predict` are given, run without autotuning
 (`without_autotuning`).
 
 TensorFlow 2.21 runs each eager op as a function of one op, which it instantiates the
@@ -19,6 +20,7 @@ measured.
 """
 
 import functools
+import os
 
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe
@@ -43,6 +45,29 @@ def products_run_on_eigen() -> bool:
     """Whether TensorFlow multiplies float tensors traced here on Eigen's CPU kernels: no
     accelerator and oneDNN off. The forms measured faster on those kernels take this."""
     return not (onednn_enabled() or accelerator_visible())
+
+
+@functools.cache
+def one_thread_product_bytes() -> int:
+    """The size in bytes below which TensorFlow runs a float32 product on one thread: where
+    oneDNN multiplies (on, no accelerator), a product whose operands and result together
+    take fewer bytes than a core's L2 cache (`ExecuteSingleThreadedGemm` in its oneDNN
+    kernels, with Eigen's cache sizes); 0 where Eigen multiplies (it always uses every
+    thread) or the L2 cache's size is unknown (read from Linux's sysfs)."""
+    if not onednn_enabled() or accelerator_visible():
+        return 0
+    caches = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(os.listdir(caches)):
+            with open(os.path.join(caches, index, "level")) as level:
+                if level.read().strip() != "2":
+                    continue
+            with open(os.path.join(caches, index, "size")) as size:
+                text = size.read().strip()
+            return int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]]
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    return 0
 
 
 def run_eager_ops_by_their_kernels() -> None:

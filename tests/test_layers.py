@@ -1,4 +1,5 @@
 import collections
+import subprocess
 
 import keras
 import numpy as np
@@ -22,7 +23,8 @@ from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.layers.onednn_batch_matmul import batch_matmul
 from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
-from electra_tf.tf_runtime import onednn_enabled, products_run_on_eigen
+from electra_tf.tf_runtime import (accelerator_visible, one_thread_product_bytes,
+                                   onednn_enabled, products_run_on_eigen)
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -554,6 +556,9 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     with an activation (the feed-forward's GELU) of at most `SPLIT_MAX_ROWS_ACTIVATED`;
     an export's graph picks the form per request; other graphs for unknown rows and
     training steps never split."""
+    # The feed-forward layer in halves, where TensorFlow would compute it on one thread:
+    # its own test.
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 0)
     config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
                                   intermediate_size=512, num_layers=1)
     # The 4 attention products and the 2 feed-forward ones are large enough; the
@@ -605,6 +610,73 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     assert plain["MatMul"] == split_products + 1
 
 
+def test_inference_runs_the_feedforward_layer_in_halves_where_its_products_take_one_thread(
+        monkeypatch):
+    """Outside training, a float32 feed-forward layer of more than
+    `SPLIT_MAX_ROWS_ACTIVATED` rows and at most `feedforward_halves_max_rows` (those whose
+    products TensorFlow would compute on one thread) runs as two chains of half products
+    (`feedforward_in_halves`); an export picks per request, the eager encoder in Python,
+    both with the outputs of the layers in turn. Training steps never take the halves."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
+                                  intermediate_size=512, num_layers=1)
+    short = encoder_inputs()  # 24 rows
+    middle = encoder_inputs(batch=2, seq=50, lengths=(50, 20))  # 100 rows
+    long = encoder_inputs(batch=6, seq=50, lengths=(50, 20, 9, 50, 33, 1))  # 300 rows
+    encoder = perturbed_encoder(config, short)
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 0)
+    in_turn = [encoder(inputs)["sequence_output"] for inputs in (short, middle, long)]
+    # Its products take 4 x (rows x 512 + 256 x (rows + 512)) bytes: on one thread up to
+    # 19 rows (no halves), then up to 255 (halves up to SPLIT_MAX_ROWS = 256), then 767.
+    for one_thread_rows, halves_rows in ((19, 19), (255, 256), (767, 767)):
+        monkeypatch.setattr(flat_dense, "one_thread_product_bytes",
+                            lambda rows=one_thread_rows: 4 * (768 * (rows + 1) + 131072))
+        assert flat_dense.feedforward_halves_max_rows(256, 512) == halves_rows
+    assert flat_dense.SPLIT_MAX_ROWS == 256
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 4 * 640 * 512)
+    assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS_ACTIVATED < 2 * 50
+    executed = frozen_encoder_session(encoder, [short, middle, long])
+
+    def matmuls(kinds, fused):
+        return sum(n for kind, n in kinds.items()
+                   if kind.endswith("MatMul") and ("Fused" in kind) == fused)
+
+    (short_outputs, short_ops), (middle_outputs, middle_ops), (long_outputs, long_ops) = (
+        executed)
+    # 24 rows: every product split in two, the embeddings' projection (32 x 256) fused.
+    assert (matmuls(short_ops, False), matmuls(short_ops, True)) == (12, 1)
+    # 100 rows: the 4 projections split; each half of the feed-forward layer's first
+    # kernel fused with its bias and GELU, each half of the second a product of its own.
+    assert (matmuls(middle_ops, False), matmuls(middle_ops, True)) == (10, 3)
+    assert middle_ops["Split"] >= 2
+    assert (matmuls(long_ops, False), matmuls(long_ops, True)) == (0, 7)  # 300 rows
+    for inputs, outputs, expected in zip((short, middle, long), (
+            short_outputs, middle_outputs, long_outputs), in_turn):
+        np.testing.assert_allclose(outputs, expected, atol=1e-5)
+        np.testing.assert_allclose(encoder(inputs)["sequence_output"], expected, atol=1e-5)
+
+    monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
+
+    @tf.function
+    def training_step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    step = training_step.get_concrete_function(middle).graph.get_operations()
+    assert collections.Counter(op.type for op in step)["MatMul"] == 3 * 7
+
+
+def test_products_run_on_one_thread_below_the_l2_caches_size_where_onednn_multiplies():
+    """`one_thread_product_bytes`: a core's L2 cache, as glibc's `getconf` reads it, where
+    oneDNN multiplies on the CPU; 0 where Eigen does or an accelerator."""
+    if not onednn_enabled() or accelerator_visible():
+        assert one_thread_product_bytes() == 0
+        return
+    getconf = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True,
+                             text=True, check=True)
+    assert one_thread_product_bytes() == int(getconf.stdout) > 0
+
+
 def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
     """An export's attention picks its kernels per request: of at most
     `SMALL_ATTENTION_MAX_SCORES` scores per head, `small_attention` (`BatchMatMulV3`, the
@@ -629,12 +701,15 @@ def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():
         np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
-def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers():
-    """Each per-request choice of an export's encoder (its split products' and its
-    attentions' `tf.cond`s) is a size of the input mask's shape (`sequence_batch`): no
-    choice waits for an embedding or a layer's output. Nor does any shape the products'
-    outputs take: the one float tensor whose shape is read is the word embeddings' (by
-    keras-hub's position embedding). Outputs as the eager encoder's."""
+def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers(monkeypatch):
+    """Each per-request choice of an export's encoder (its split products', its
+    attentions' and its feed-forward layers' `tf.cond`s) is a size of the input mask's
+    shape (`sequence_batch`): no choice waits for an embedding or a layer's output. Nor
+    does any shape the products' outputs take: the one float tensor whose shape is read is
+    the word embeddings' (by keras-hub's position embedding). Outputs as the eager
+    encoder's."""
+    # Products on one thread up to 4 MiB: the feed-forward layers choose their halves too.
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 4 << 20)
     config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
                                   intermediate_size=512, num_layers=2)
     inputs = encoder_inputs()
@@ -651,8 +726,9 @@ def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers():
         return seen
 
     conds = [op for op in function.graph.get_operations() if op.type.endswith("If")]
-    # Per layer: 6 split products, 1 attention.
-    assert len(conds) == 7 * config.num_layers
+    # Per layer: 4 split projections, 1 attention, 1 feed-forward layer (its 2 products'
+    # choices inside its branches).
+    assert len(conds) == 6 * config.num_layers
     for cond in conds:
         read_off = ancestors(cond.inputs[0].op, set())
         assert {op for op in read_off if op.type == "Placeholder"} == {mask}
@@ -670,6 +746,8 @@ def test_the_pooled_output_alone_runs_the_last_layer_at_the_first_position_only(
     """`pooled_only`: the full call's `[CLS]` vector (eager, traced for any shape as an
     export is, and its training gradients), with the last layer's feed-forward layer
     computing one position per text."""
+    # One call of the layer's feed-forward layer per trace: not two forms of it.
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 0)
     config = ElectraConfig.preset("tiny", vocab_size=100, num_layers=3, dropout=0.0)
     inputs = encoder_inputs()
     encoder = perturbed_encoder(config, inputs)

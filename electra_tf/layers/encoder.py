@@ -1,19 +1,18 @@
 """`ElectraEncoder`: a BERT-style transformer tower over a (possibly shared) embedding block."""
 
 import keras
-import keras_hub
 import tensorflow as tf
 
 from electra_tf.layers.activations import GELU
-from electra_tf.layers.closed_form_layer_normalization import (layer_norms,
-                                                                use_closed_form_layer_norms)
+from electra_tf.layers.closed_form_layer_normalization import use_closed_form_layer_norms
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.flat_dense import FlatDense
-from electra_tf.layers.flat_einsum_dense import feedforward_layers, flatten_projections
+from electra_tf.layers.flat_einsum_dense import flatten_projections
 from electra_tf.layers.inference import sequence_batch
 from electra_tf.layers.initializers import weight_initializer
 from electra_tf.layers.layer_stack import apply_layer_stack
-from electra_tf.layers.query_first_attention import put_query_first, self_attention
+from electra_tf.layers.query_first_attention import put_query_first
+from electra_tf.layers.transformer_layer import TransformerLayer, post_norm_output
 from electra_tf.tf_runtime import run_eager_ops_by_their_kernels
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -71,7 +70,7 @@ class ElectraEncoder(keras.Model):
                 hidden_size, kernel_initializer=initializer, dtype=self.dtype_policy,
                 name="embeddings_project")
         self.transformer_layers = [
-            keras_hub.layers.TransformerEncoder(
+            TransformerLayer(
                 intermediate_dim=intermediate_size, num_heads=num_heads, dropout=dropout,
                 activation=keras.saving.get_registered_object(activation) or activation,
                 layer_norm_epsilon=layer_norm_epsilon, kernel_initializer=initializer,
@@ -183,11 +182,4 @@ def first_position_output(transformer_layer, x, padding_mask, training=None):
     if transformer_layer.normalize_first:
         raise NotImplementedError("first_position_output computes post-LN layers (ELECTRA's).")
     first = keras.ops.expand_dims(x[:, 0], 1)  # of one position even where x's are unknown
-    y = self_attention(transformer_layer)(query=first, value=x,
-                                          attention_mask=padding_mask[:, None, :],
-                                          training=training)
-    attention_norm, feedforward_norm = layer_norms(transformer_layer)
-    y = attention_norm(transformer_layer._self_attention_dropout(y, training=training) + first)
-    intermediate, output = feedforward_layers(transformer_layer)
-    z = transformer_layer._feedforward_dropout(output(intermediate(y)), training=training)
-    return feedforward_norm(z + y)
+    return post_norm_output(transformer_layer, first, x, padding_mask[:, None, :], training)

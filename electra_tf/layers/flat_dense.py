@@ -18,7 +18,7 @@ import tensorflow as tf
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
 from electra_tf.layers.inference import form_by_size, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
-from electra_tf.tf_runtime import products_run_on_eigen
+from electra_tf.tf_runtime import one_thread_product_bytes, products_run_on_eigen
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -64,7 +64,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
     if bias is not None:
         bias = tf.convert_to_tensor(bias)
         bias = bias if bias.shape.rank == 1 else tf.reshape(bias, (-1,))
-    x = tf.reshape(inputs, (-1, contracted))
+    x = inputs if inputs.shape.rank == 2 else tf.reshape(inputs, (-1, contracted))
     # With one output axis, the 2-D product's last axis is the output's.
     flat_activation = activation if len(produced) == 1 else None
 
@@ -84,14 +84,8 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
             y = bias_add(y, bias) if training else tf.nn.bias_add(y, bias)
         return y if flat_activation is None else flat_activation(y)
 
-    leading = inputs.shape[:-contracted_axes]
-    # The leading axes' run-time shape: the encoder's batch's where `inputs` holds its
-    # sequences (`inference.sequence_batch` says why), else None.
-    batch_shape = sequence_shape if len(leading) == 2 else lambda: None
-
-    def run_time_rows():
-        shape = batch_shape()
-        return tf.shape(x)[0] if shape is None else shape[0] * shape[1]
+    def rows():
+        return run_time_rows(x, len(inputs.shape) - contracted_axes)
 
     if splittable:
         # Unsplit, Grappler fuses the activation into oneDNN's product; split, it runs as
@@ -102,26 +96,95 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
         # eight short ones (160 rows) 0.88-0.92x.
         activated = flat_activation not in (None, keras.activations.linear)
         limit = SPLIT_MAX_ROWS_ACTIVATED if activated else SPLIT_MAX_ROWS
-        y = form_by_size(x.shape[0], run_time_rows, limit,
+        y = form_by_size(x.shape[0], rows, limit,
                          lambda: product(split=True), lambda: product(split=False))
     else:
         y = product(split=False)
-    run_time_leading = None if leading.is_fully_defined() else batch_shape()
-    if run_time_leading is None:
-        run_time_leading = tf.shape(inputs)[:-contracted_axes]
-    y = tf.reshape(y, tf.concat([run_time_leading, produced], 0))
+    if inputs.shape.rank == 2 and len(produced) == 1:
+        return y  # already the output's shape
+    y = tf.reshape(y, tf.concat([leading_shape(inputs, contracted_axes), produced], 0))
     if activation is not None and flat_activation is None:
         y = activation(y)
     return y
+
+
+def leading_shape(inputs, contracted_axes):
+    """The shape of `inputs`' axes before its `contracted_axes` last ones: static where
+    known, else the encoder's batch's where `inputs` holds its sequences
+    (`inference.sequence_batch` says why), else read off `inputs`."""
+    leading = inputs.shape[:-contracted_axes]
+    if leading.is_fully_defined():
+        return tf.constant(leading.as_list(), tf.int32)
+    shape = sequence_shape() if len(leading) == 2 else None
+    return tf.shape(inputs)[:-contracted_axes] if shape is None else shape
+
+
+def run_time_rows(x, leading_axes: int):
+    """The rows of `x`, an input of `leading_axes` leading axes flattened to 2-D, as a
+    scalar tensor: of the encoder's batch's shape where the input holds its sequences,
+    else read off `x`."""
+    shape = sequence_shape() if leading_axes == 2 else None
+    return tf.shape(x)[0] if shape is None else shape[0] * shape[1]
+
+
+def feedforward_halves_max_rows(hidden: int, intermediate: int) -> int:
+    """The most rows a float32 feed-forward layer of these sizes runs in halves
+    (`feedforward_in_halves`) on this CPU: where TensorFlow computes its products on one
+    thread (`tf_runtime.one_thread_product_bytes`) for more than `SPLIT_MAX_ROWS_ACTIVATED`
+    rows, up to those rows or `SPLIT_MAX_ROWS`, whichever is more; else the rows it
+    computes on one thread (the halves then never run: up to `SPLIT_MAX_ROWS_ACTIVATED`
+    rows `split_matmul`'s forms are faster).
+
+    Why beyond the rows on one thread: on a 2-core Sapphire Rapids, ELECTRA-Small's layers
+    in halves were still faster up to 320 rows, whose products oneDNN ran on both threads
+    (the chain of `feedforward_in_halves` below: 21.3-21.5 against 23.9-24.7 ms at 256
+    rows, 26.0-27.3 against 29.7-30.0 at 320, level from 384). Two long texts (256 rows)
+    through an exported classifier took 0.95x their time before this form in halves,
+    1.03x with the halves' choice but not the halves."""
+    budget = one_thread_product_bytes() / 4 - hidden * intermediate
+    one_thread = max(0, math.ceil(budget / (hidden + intermediate)) - 1)
+    if one_thread <= SPLIT_MAX_ROWS_ACTIVATED:
+        return one_thread
+    return max(one_thread, SPLIT_MAX_ROWS)
+
+
+def feedforward_in_halves(x, intermediate, output):
+    """`output(intermediate(x))` of two built float32 `FlatDense` layers on 2-D `x`,
+    outside training: the intermediate layer's units in two halves, each half through its
+    product, bias and activation and then through its half of the output layer's kernel,
+    the two chains summed at the end. TensorFlow runs the chains side by side, one on each
+    thread.
+
+    Why: TensorFlow runs a oneDNN product whose operands and result fit in a core's L2
+    cache on one thread (`tf_runtime.one_thread_product_bytes`). On a 2-core Sapphire
+    Rapids (2 MiB L2) that is ELECTRA-Small's feed-forward products up to 204 rows, which
+    then leave one core idle: the 72 products of its 12 layers, chained as an export
+    runs them, took 8.7-9.3 ms at 64 rows, 14.3-16.0 at 128 and 23.3-25.6 at 256, and with
+    the feed-forward layers in halves 6.8-7.2, 11.9-12.9 and 19.2-20.6 (torch's MKL:
+    11.3-14.0 at 128). Up to 32 rows `split_matmul`'s halves were faster (3.3-3.5 against
+    3.5-3.8 ms at 20 rows). The halves of the output layer's kernel are views (rows of a
+    row-major tensor); those of the intermediate one's are copies, made every call."""
+    kernels = tf.split(tf.convert_to_tensor(intermediate.kernel), 2, axis=1)
+    biases = tf.split(tf.convert_to_tensor(intermediate.bias), 2)
+    output_kernels = tf.split(tf.convert_to_tensor(output.kernel), 2, axis=0)
+    # Nothing between each product, its bias and its activation: Grappler fuses them into
+    # one oneDNN kernel.
+    halves = [tf.matmul(intermediate.activation(tf.nn.bias_add(tf.matmul(x, kernel), bias)),
+                        output_kernel)
+              for kernel, bias, output_kernel in zip(kernels, biases, output_kernels)]
+    return tf.nn.bias_add(halves[0] + halves[1], tf.convert_to_tensor(output.bias))
 
 
 def split_matmul(x, kernel):
     """`tf.matmul(x, kernel)` as the sum of the products over the two halves of the contracted
     axis, which TensorFlow runs side by side.
 
-    Why: oneDNN computes a product of few rows on one thread, memory-bound on reading the
-    kernel. ELECTRA-Small's 72 encoder products of 20 rows (a short request) took 6.8-7.9
-    ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC); its exported
+    Why: TensorFlow runs a oneDNN product on one thread when its operands and result fit
+    in a core's L2 cache (`ExecuteSingleThreadedGemm` in its kernels), as few rows do: on
+    a 2-core Sapphire Rapids (2 MiB L2) [128-192, 256] x [256, 1024] ran at 157-169
+    GFLOP/s with two threads as with one, [256, 256] x [256, 1024] at 251. The halves run
+    on two threads. ELECTRA-Small's 72 encoder products of 20 rows (a short request) took
+    6.8-7.9 ms one after another, 4.0-4.8 ms split (2-core AVX-512 EPYC); its exported
     classifier's short single request 10.9-11.8 -> 8.9-10.0 ms. Up to 384 rows oneDNN
     parallelises poorly and the split still gained (the 72 products of 256 rows: 37.6 ->
     33.1 ms; two long texts, 256 rows, through the classifier: 44.7 -> 41.7 ms); from 512

@@ -2,7 +2,8 @@
 no gradients, so the layers whose gradient is written by hand trace their forward pass
 alone. `forms_per_call()`: functions traced within pick some ops' form per call
 (`form_by_size`), by sizes read off the sequences' shape where `sequence_batch` gives it;
-`small_forms()`: functions traced within pick the small forms.
+`small_forms()` and `large_forms()`: functions traced within pick the small forms, or the
+large ones.
 
 Why: `tf.custom_gradient` builds its gradient's graph machinery at every call while
 tracing, about 2-5 ms each in Python. ELECTRA-Small's classifier holds 73 (the layer
@@ -12,6 +13,7 @@ the layer normalizations, which normalize in a cheaper order
 (`closed_form_layer_normalization.normalize_for_inference`).
 """
 
+import contextlib
 import contextvars
 
 import tensorflow as tf
@@ -53,6 +55,21 @@ def small_forms():
     (`ElectraTask._predict_function_for` says when), traced apart from the one for larger
     batches, so that neither pays for a `tf.cond`."""
     return traced.switched(_small_forms, True)
+
+
+@contextlib.contextmanager
+def large_forms():
+    """Within, functions traced pick the large form of every op whose size is unknown when
+    tracing (`form_by_size`). For a branch taken only for sizes beyond every such op's
+    limit."""
+    with traced.switched(_forms_per_call, False), traced.switched(_small_forms, False):
+        yield
+
+
+def forms_picked_per_call() -> bool:
+    """Whether functions traced here pick the forms of ops whose sizes are unknown when
+    tracing per call: within `forms_per_call()`, outside `small_forms()`."""
+    return _forms_per_call.get() and not _small_forms.get()
 
 
 def form_by_size(size, run_time_size, limit, small, large):
