@@ -1,6 +1,7 @@
-r"""Where splitting an export's products stops paying: ELECTRA-Small's encoder, traced as
-exports trace it, timed with every large product split and with none, at growing numbers
-of rows (batch x tokens).
+r"""Where splitting an export's products stops paying, and what its feed-forward layers in
+halves gain: ELECTRA-Small's encoder, traced as exports trace it, timed with every large
+product split and with none, and as shipped with and without the halves, at growing
+numbers of rows (batch x tokens).
 
   python bench/split_products.py --rows 20,64,128,256,384,512,640
 
@@ -8,14 +9,19 @@ Exports run each large product of at most `flat_dense.SPLIT_MAX_ROWS` rows as tw
 half-products side by side (`flat_dense.split_matmul` says why; it was measured on oneDNN
 kernels of a 2-core AVX-512 CPU). Whether that pays depends on the CPU and on the kernels
 TensorFlow runs (oneDNN or Eigen: `TF_ENABLE_ONEDNN_OPTS`), so the limit is set from this
-bench's numbers on every machine class, with both kernel libraries.
+bench's numbers on every machine class, with both kernel libraries. Where TensorFlow
+computes the feed-forward products on one thread for more than 32 rows, exports run that
+layer as two chains of half products (`flat_dense.feedforward_in_halves`, up to
+`feedforward_halves_max_rows`): the `shipped` side, against `no halves`, says what that
+gains on this CPU (the two are alike where it never runs).
 
-Both sides are one `tf.function` of the encoder (random weights; the work does not depend
+Every side is one `tf.function` of the encoder (random weights; the work does not depend
 on them) traced under `export_tracing()` and `inference_only()` with one signature for any
-shape, as a served version is: each product's `tf.cond` is in both graphs, its limit set
-to split every product in one and none in the other. Per number of rows, the sides run in
-turn, `--rounds` times `--repeats` calls each; printed: each side's median over the rounds
-(best in brackets) and split / unsplit.
+shape, as a served version is. The split sides keep each product's `tf.cond`, its limit
+set to split every product in one and none in the other, and no halves. Per number of
+rows, the sides run in turn, `--rounds` times `--repeats` calls each; printed: each
+side's median over the rounds (best in brackets), split / unsplit and shipped / no
+halves.
 """
 
 import contextlib
@@ -33,21 +39,24 @@ SEQUENCE_LENGTH = 128
 
 
 @contextlib.contextmanager
-def split_limit(rows):
-    """Within, products of at most `rows` rows trace split."""
+def forms(split_rows=None, halves=True):
+    """Within, products of at most `split_rows` rows trace split (None: as shipped), and
+    the feed-forward layers take their halves where this CPU does, or never."""
     from electra_tf.layers import flat_dense
 
-    shipped = flat_dense.SPLIT_MAX_ROWS
-    flat_dense.SPLIT_MAX_ROWS = rows
+    shipped = flat_dense.SPLIT_MAX_ROWS, flat_dense.one_thread_product_bytes
+    if split_rows is not None:
+        flat_dense.SPLIT_MAX_ROWS = split_rows
+    if not halves:
+        flat_dense.one_thread_product_bytes = lambda: 0
     try:
         yield
     finally:
-        flat_dense.SPLIT_MAX_ROWS = shipped
+        flat_dense.SPLIT_MAX_ROWS, flat_dense.one_thread_product_bytes = shipped
 
 
-def traced_encoder(encoder, split: bool):
-    """The encoder's sequence output as exports trace it, every large product split or
-    none."""
+def traced_encoder(encoder, **form):
+    """The encoder's sequence output as exports trace it, in the `forms(**form)`."""
     import tensorflow as tf
     from electra_tf.layers.encoder import input_specs
     from electra_tf.layers.export_tracing import export_tracing
@@ -55,7 +64,7 @@ def traced_encoder(encoder, split: bool):
 
     function = tf.function(lambda inputs: encoder(inputs, training=False)["sequence_output"],
                            input_signature=[input_specs()])
-    with split_limit(1 << 30 if split else 0), export_tracing(), inference_only():
+    with forms(**form), export_tracing(), inference_only():
         return function.get_concrete_function()
 
 
@@ -82,11 +91,15 @@ def main(argv):
     print(tensorflow_kernels())
     encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small"))
     encoder.build()
-    sides = {"split": traced_encoder(encoder, True), "unsplit": traced_encoder(encoder, False)}
+    sides = {"split": traced_encoder(encoder, split_rows=1 << 30, halves=False),
+             "unsplit": traced_encoder(encoder, split_rows=0, halves=False),
+             "shipped": traced_encoder(encoder),
+             "no halves": traced_encoder(encoder, halves=False)}
     for rows in (int(r) for r in FLAGS.rows):
         inputs = {name: tf.constant(value) for name, value in inputs_of(rows).items()}
-        np.testing.assert_allclose(sides["split"](inputs), sides["unsplit"](inputs),
-                                   atol=1e-4)  # also the first (untimed) call of each
+        expected = sides["unsplit"](inputs)
+        for side in ("split", "shipped", "no halves"):  # also the first (untimed) calls
+            np.testing.assert_allclose(sides[side](inputs), expected, atol=1e-4)
         times = {side: [] for side in sides}
         for _ in range(FLAGS.rounds):
             for side, function in sides.items():
@@ -95,8 +108,8 @@ def main(argv):
         medians = {side: statistics.median(t) for side, t in times.items()}
         print(f"{rows:4d} rows: " + "  ".join(
             f"{side} {1000 * medians[side]:7.2f} ms ({1000 * min(times[side]):.2f})"
-            for side in sides) + f"  split / unsplit {medians['split'] / medians['unsplit']:.3f}",
-            flush=True)
+            for side in sides) + f"  split / unsplit {medians['split'] / medians['unsplit']:.3f}"
+            f"  shipped / no halves {medians['shipped'] / medians['no halves']:.3f}", flush=True)
 
 
 if __name__ == "__main__":
