@@ -550,6 +550,24 @@ def test_inference_graph_fuses_the_feedforward_gelu_into_its_matmul():
     np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"], atol=1e-5)
 
 
+def matmuls(executed, fused):
+    """The products, fused with what follows them or not, among `executed` op kinds."""
+    return sum(n for kind, n in executed.items()
+               if kind.endswith("MatMul") and ("Fused" in kind) == fused)
+
+
+def sequence_output_gradients(encoder):
+    """A `tf.function` of the inputs: the gradients of `encoder`'s summed sequence output
+    in training."""
+    @tf.function
+    def gradients(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    return gradients
+
+
 def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch):
     """Outside training, products of at most `SPLIT_MAX_ROWS` rows with a kernel of at
     least `SPLIT_MIN_KERNEL_SIZE` values run as two half-products (`split_matmul`), those
@@ -573,10 +591,6 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
     (short_outputs, short_ops), (middle_outputs, middle_ops), (long_outputs, long_ops) = (
         frozen_encoder_session(encoder, [short, middle, long]))
 
-    def matmuls(executed, fused):
-        return sum(n for kind, n in executed.items()
-                   if kind.endswith("MatMul") and ("Fused" in kind) == fused)
-
     assert matmuls(short_ops, fused=False) == 2 * split_products
     assert matmuls(short_ops, fused=True) == 1  # the embeddings' projection
     # The feed-forward's first product, with its GELU, unsplit from 33 rows.
@@ -591,11 +605,7 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
 
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
 
-    @tf.function
-    def training_step(inputs):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
-        return tape.gradient(loss, encoder.trainable_variables)
+    training_step = sequence_output_gradients(encoder)
 
     def kinds(function):
         return collections.Counter(op.type for op in function.graph.get_operations())
@@ -636,10 +646,6 @@ def test_inference_runs_the_feedforward_layer_in_halves_where_its_products_take_
     assert 2 * 12 <= flat_dense.SPLIT_MAX_ROWS_ACTIVATED < 2 * 50
     executed = frozen_encoder_session(encoder, [short, middle, long])
 
-    def matmuls(kinds, fused):
-        return sum(n for kind, n in kinds.items()
-                   if kind.endswith("MatMul") and ("Fused" in kind) == fused)
-
     (short_outputs, short_ops), (middle_outputs, middle_ops), (long_outputs, long_ops) = (
         executed)
     # 24 rows: every product split in two, the embeddings' projection (32 x 256) fused.
@@ -656,11 +662,7 @@ def test_inference_runs_the_feedforward_layer_in_halves_where_its_products_take_
 
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
 
-    @tf.function
-    def training_step(inputs):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
-        return tape.gradient(loss, encoder.trainable_variables)
+    training_step = sequence_output_gradients(encoder)
 
     step = training_step.get_concrete_function(middle).graph.get_operations()
     assert collections.Counter(op.type for op in step)["MatMul"] == 3 * 7
