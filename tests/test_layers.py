@@ -661,11 +661,8 @@ def test_inference_runs_the_feedforward_layer_in_halves_where_its_products_take_
         np.testing.assert_allclose(encoder(inputs)["sequence_output"], expected, atol=1e-5)
 
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
-
-    training_step = sequence_output_gradients(encoder)
-
-    step = training_step.get_concrete_function(middle).graph.get_operations()
-    assert collections.Counter(op.type for op in step)["MatMul"] == 3 * 7
+    step = sequence_output_gradients(encoder).get_concrete_function(middle).graph
+    assert collections.Counter(op.type for op in step.get_operations())["MatMul"] == 3 * 7
 
 
 def test_products_run_on_one_thread_below_the_l2_caches_size_where_onednn_multiplies():
@@ -728,8 +725,8 @@ def test_an_exports_sizes_are_read_off_the_input_mask_not_off_the_layers(monkeyp
         return seen
 
     conds = [op for op in function.graph.get_operations() if op.type.endswith("If")]
-    # Per layer: 4 split projections, 1 attention, 1 feed-forward layer (its 2 products'
-    # choices inside its branches).
+    # Per layer: 4 split projections, 1 attention, 1 feed-forward layer (the forms of its
+    # products fixed in each of its branches).
     assert len(conds) == 6 * config.num_layers
     for cond in conds:
         read_off = ancestors(cond.inputs[0].op, set())
