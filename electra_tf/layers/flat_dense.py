@@ -140,7 +140,13 @@ def feedforward_halves_max_rows(hidden: int, intermediate: int) -> int:
     (the chain of `feedforward_in_halves` below: 21.3-21.5 against 23.9-24.7 ms at 256
     rows, 26.0-27.3 against 29.7-30.0 at 320, level from 384). Two long texts (256 rows)
     through an exported classifier took 0.95x their time before this form in halves,
-    1.03x with the halves' choice but not the halves."""
+    1.03x with the halves' choice but not the halves.
+
+    An export keeps the limit of the machine that traced it, whatever CPU serves it. One
+    traced on Sapphire Rapids and served there with oneDNN off (TensorFlow's own kernels)
+    still ran 0.93-0.96x the time at 128-256 rows; on a 2-core AVX2 EPYC the same halves,
+    chained, took 1.16x the time at 128 rows and 0.95x at 216 (fifty-seventh pass of
+    issue 32)."""
     budget = one_thread_product_bytes() / 4 - hidden * intermediate
     one_thread = max(0, math.ceil(budget / (hidden + intermediate)) - 1)
     if one_thread <= SPLIT_MAX_ROWS_ACTIVATED:
