@@ -109,13 +109,13 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
 
 
 def leading_shape(inputs, contracted_axes):
-    """The shape of `inputs`' axes before its `contracted_axes` last ones: static where
-    known, else the encoder's batch's where `inputs` holds its sequences
+    """The shape of `inputs`' axes before its `contracted_axes` last ones: where unknown
+    when tracing, the encoder's batch's where `inputs` holds its sequences
     (`inference.sequence_batch` says why), else read off `inputs`."""
     leading = inputs.shape[:-contracted_axes]
-    if leading.is_fully_defined():
-        return tf.constant(leading.as_list(), tf.int32)
-    shape = sequence_shape() if len(leading) == 2 else None
+    shape = None
+    if not leading.is_fully_defined() and len(leading) == 2:
+        shape = sequence_shape()
     return tf.shape(inputs)[:-contracted_axes] if shape is None else shape
 
 
