@@ -27,10 +27,15 @@ class FlatDense(keras.layers.Dense):
     inputs, LoRA and quantized kernels go through `Dense.call` unchanged."""
 
     def call(self, inputs, training=None):
-        if len(inputs.shape) <= 2 or self.lora_enabled or self.quantization_mode is not None:
+        if len(inputs.shape) <= 2 or not self.multiplies_flat():
             return super().call(inputs, training=training)
         return flat_matmul(inputs, self.kernel, self.bias, contracted_axes=1,
                            activation=self.activation, training=training)
+
+    def multiplies_flat(self) -> bool:
+        """Whether `call` multiplies inputs of rank 3 or more by `flat_matmul`: not a LoRA
+        or quantized kernel, which `Dense.call` multiplies."""
+        return not self.lora_enabled and self.quantization_mode is None
 
 
 # Inference products of at most SPLIT_MAX_ROWS rows with a kernel of at least

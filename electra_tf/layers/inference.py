@@ -79,11 +79,9 @@ def form_by_size(size, run_time_size, limit, small, large):
     elsewhere an unknown size takes `small()` within `small_forms()`, else `large()`."""
     if size is not None:
         return small() if size <= limit else large()
-    if _small_forms.get():
-        return small()
-    if not _forms_per_call.get():
-        return large()
-    return tf.cond(run_time_size() <= limit, small, large)
+    if forms_picked_per_call():
+        return tf.cond(run_time_size() <= limit, small, large)
+    return small() if _small_forms.get() else large()
 
 
 def sequence_batch(sequences):

@@ -71,9 +71,8 @@ def feedforward(transformer_layer, x, training=None):
 
     limit = 0
     if (not training and x.dtype == tf.float32 and len(x.shape) == 3
-            and all(type(layer) is FlatDense and layer.use_bias and not layer.lora_enabled
-                    and layer.quantization_mode is None and layer.kernel.dtype == tf.float32
-                    for layer in (intermediate, output))
+            and all(type(layer) is FlatDense and layer.multiplies_flat() and layer.use_bias
+                    and layer.kernel.dtype == tf.float32 for layer in (intermediate, output))
             and intermediate.units % 2 == 0):
         limit = feedforward_halves_max_rows(x.shape[-1], intermediate.units)
     rows = x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
@@ -81,10 +80,10 @@ def feedforward(transformer_layer, x, training=None):
     # function for few rows, whose products take the small forms.
     if limit <= SPLIT_MAX_ROWS_ACTIVATED or (rows is None and not forms_picked_per_call()):
         return in_turn()
+    if rows is not None and not SPLIT_MAX_ROWS_ACTIVATED < rows <= limit:
+        return in_turn()
     flat = tf.reshape(x, (-1, x.shape[-1]))
     if rows is not None:
-        if not SPLIT_MAX_ROWS_ACTIVATED < rows <= limit:
-            return in_turn()
         return tf.reshape(feedforward_in_halves(flat, intermediate, output),
                           x.shape[:-1].as_list() + [output.units])
 
