@@ -1,7 +1,7 @@
-r"""Where splitting an export's products stops paying, and what its feed-forward layers in
-halves gain: ELECTRA-Small's encoder, traced as exports trace it, timed with every large
-product split and with none, and as shipped with and without the halves, at growing
-numbers of rows (batch x tokens).
+r"""Where splitting an export's products stops paying, and what the forms for products
+TensorFlow computes on one thread gain: ELECTRA-Small's encoder, traced as exports trace
+it, timed with every large product split and with none, and as shipped with and without
+those forms, at growing numbers of rows (batch x tokens).
 
   python bench/split_products.py --rows 20,64,128,256,384,512,640
 
@@ -10,18 +10,20 @@ half-products side by side (`flat_dense.split_matmul` says why; it was measured 
 kernels of a 2-core AVX-512 CPU). Whether that pays depends on the CPU and on the kernels
 TensorFlow runs (oneDNN or Eigen: `TF_ENABLE_ONEDNN_OPTS`), so the limit is set from this
 bench's numbers on every machine class, with both kernel libraries. Where TensorFlow
-computes the feed-forward products on one thread for more than 32 rows, exports run that
-layer as two chains of half products (`flat_dense.feedforward_in_halves`, up to
-`feedforward_halves_max_rows`): the `shipped` side, against `no halves`, says what that
-gains on this CPU (the two are alike where it never runs).
+computes a product on one thread (`tf_runtime.one_thread_product_bytes`), exports split
+those with no activation beyond that limit up to those rows (`flat_dense.split_max_rows`),
+and run feed-forward layers of more than 32 rows as two chains of half products
+(`flat_dense.feedforward_in_halves`, up to `feedforward_halves_max_rows`): the `shipped`
+side, against `no one-thread forms`, says what those gain on this CPU (the two are alike
+where TensorFlow computes no such product on one thread).
 
 Every side is one `tf.function` of the encoder (random weights; the work does not depend
 on them) traced under `export_tracing()` and `inference_only()` with one signature for any
 shape, as a served version is. The split sides keep each product's `tf.cond`, its limit
-set to split every product in one and none in the other, and no halves. Per number of
-rows, the sides run in turn, `--rounds` times `--repeats` calls each; printed: each
-side's median over the rounds (best in brackets), split / unsplit and shipped / no
-halves.
+set to split every product in one and none in the other, and no one-thread forms. Per
+number of rows, the sides run in turn, `--rounds` times `--repeats` calls each; printed:
+each side's median over the rounds (best in brackets), split / unsplit and shipped / no
+one-thread forms.
 """
 
 import contextlib
@@ -39,15 +41,16 @@ SEQUENCE_LENGTH = 128
 
 
 @contextlib.contextmanager
-def forms(split_rows=None, halves=True):
+def forms(split_rows=None, one_thread_forms=True):
     """Within, products of at most `split_rows` rows trace split (None: as shipped), and
-    the feed-forward layers take their halves where this CPU does, or never."""
+    the products TensorFlow computes on one thread take their forms where this CPU does,
+    or never."""
     from electra_tf.layers import flat_dense
 
     shipped = flat_dense.SPLIT_MAX_ROWS, flat_dense.one_thread_product_bytes
     if split_rows is not None:
         flat_dense.SPLIT_MAX_ROWS = split_rows
-    if not halves:
+    if not one_thread_forms:
         flat_dense.one_thread_product_bytes = lambda: 0
     try:
         yield
@@ -91,14 +94,14 @@ def main(argv):
     print(tensorflow_kernels())
     encoder = ElectraEncoder.from_electra_config(ElectraConfig.preset("small"))
     encoder.build()
-    sides = {"split": traced_encoder(encoder, split_rows=1 << 30, halves=False),
-             "unsplit": traced_encoder(encoder, split_rows=0, halves=False),
+    sides = {"split": traced_encoder(encoder, split_rows=1 << 30, one_thread_forms=False),
+             "unsplit": traced_encoder(encoder, split_rows=0, one_thread_forms=False),
              "shipped": traced_encoder(encoder),
-             "no halves": traced_encoder(encoder, halves=False)}
+             "no one-thread forms": traced_encoder(encoder, one_thread_forms=False)}
     for rows in (int(r) for r in FLAGS.rows):
         inputs = {name: tf.constant(value) for name, value in inputs_of(rows).items()}
         expected = sides["unsplit"](inputs)
-        for side in ("split", "shipped", "no halves"):  # also the first (untimed) calls
+        for side in ("split", "shipped", "no one-thread forms"):  # also the first (untimed) calls
             np.testing.assert_allclose(sides[side](inputs), expected, atol=1e-4)
         times = {side: [] for side in sides}
         for _ in range(FLAGS.rounds):
@@ -109,7 +112,8 @@ def main(argv):
         print(f"{rows:4d} rows: " + "  ".join(
             f"{side} {1000 * medians[side]:7.2f} ms ({1000 * min(times[side]):.2f})"
             for side in sides) + f"  split / unsplit {medians['split'] / medians['unsplit']:.3f}"
-            f"  shipped / no halves {medians['shipped'] / medians['no halves']:.3f}", flush=True)
+            f"  shipped / no one-thread forms "
+            f"{medians['shipped'] / medians['no one-thread forms']:.3f}", flush=True)
 
 
 if __name__ == "__main__":

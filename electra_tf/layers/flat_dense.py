@@ -39,8 +39,9 @@ class FlatDense(keras.layers.Dense):
 
 
 # Inference products of at most SPLIT_MAX_ROWS rows with a kernel of at least
-# SPLIT_MIN_KERNEL_SIZE values run as two half-products (`split_matmul` says why); those
-# with an activation on their 2-D output, at most SPLIT_MAX_ROWS_ACTIVATED rows.
+# SPLIT_MIN_KERNEL_SIZE values run as two half-products (`split_matmul` says why), or
+# more (`split_max_rows`); those with an activation on their 2-D output, at most
+# SPLIT_MAX_ROWS_ACTIVATED rows.
 SPLIT_MAX_ROWS = 256
 SPLIT_MAX_ROWS_ACTIVATED = 32
 SPLIT_MIN_KERNEL_SIZE = 256 * 256
@@ -100,7 +101,7 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
         # to 128 rows); an exported classifier's single long text (128 rows) 0.91-0.95x,
         # eight short ones (160 rows) 0.88-0.92x.
         activated = flat_activation not in (None, keras.activations.linear)
-        limit = SPLIT_MAX_ROWS_ACTIVATED if activated else SPLIT_MAX_ROWS
+        limit = SPLIT_MAX_ROWS_ACTIVATED if activated else split_max_rows(kernel)
         y = form_by_size(x.shape[0], rows, limit,
                          lambda: product(split=True), lambda: product(split=False))
     else:
@@ -132,6 +133,31 @@ def run_time_rows(x, leading_axes: int):
     return tf.shape(x)[0] if shape is None else shape[0] * shape[1]
 
 
+def one_thread_rows(contracted: int, produced: int) -> int:
+    """The most rows of a float32 [rows, contracted] x [contracted, produced] product that
+    TensorFlow computes on one thread on this CPU (`tf_runtime.one_thread_product_bytes`);
+    0 where it computes none so."""
+    budget = one_thread_product_bytes() / 4 - contracted * produced
+    return max(0, math.ceil(budget / (contracted + produced)) - 1)
+
+
+def split_max_rows(kernel) -> int:
+    """The most rows an inference product by a 2-D `kernel` with no activation runs split
+    (`split_matmul`): `SPLIT_MAX_ROWS`, or for a float32 kernel the rows TensorFlow
+    computes its product on one thread (`one_thread_rows`) where more.
+
+    Why beyond `SPLIT_MAX_ROWS` there: the split's halves run side by side, where the
+    whole product leaves a core idle. On a 2-core Sapphire Rapids (2 MiB L2)
+    ELECTRA-Small's attention projections take one thread up to 906 rows; its exported
+    classifier with them split up to there, against up to 256 rows, in alternating
+    requests of one process: 32 short texts (640 rows) 0.949-0.952x the time, 16 (320)
+    0.970-0.977x, four long texts (512) 0.942-0.970x, seven (896) 0.892-0.900x (sixty-third
+    pass of issue 32)."""
+    if kernel.dtype != tf.float32:
+        return SPLIT_MAX_ROWS
+    return max(SPLIT_MAX_ROWS, one_thread_rows(*kernel.shape))
+
+
 def feedforward_halves_max_rows(hidden: int, intermediate: int) -> int:
     """The most rows a float32 feed-forward layer of these sizes runs in halves
     (`feedforward_in_halves`) on this CPU: where TensorFlow computes its products on one
@@ -152,8 +178,7 @@ def feedforward_halves_max_rows(hidden: int, intermediate: int) -> int:
     still ran 0.93-0.96x the time at 128-256 rows; on a 2-core AVX2 EPYC the same halves,
     chained, took 1.16x the time at 128 rows and 0.95x at 216 (fifty-seventh pass of
     issue 32)."""
-    budget = one_thread_product_bytes() / 4 - hidden * intermediate
-    one_thread = max(0, math.ceil(budget / (hidden + intermediate)) - 1)
+    one_thread = one_thread_rows(hidden, intermediate)
     if one_thread <= SPLIT_MAX_ROWS_ACTIVATED:
         return one_thread
     return max(one_thread, SPLIT_MAX_ROWS)
@@ -168,7 +193,7 @@ def feedforward_in_halves(x, intermediate, output):
 
     Why: TensorFlow runs a oneDNN product whose operands and result fit in a core's L2
     cache on one thread (`tf_runtime.one_thread_product_bytes`). On a 2-core Sapphire
-    Rapids (2 MiB L2) that is ELECTRA-Small's feed-forward products up to 204 rows, which
+    Rapids (2 MiB L2) that is ELECTRA-Small's feed-forward products up to 208 rows, which
     then leave one core idle: the 72 products of its 12 layers, chained as an export
     runs them, took 8.7-9.3 ms at 64 rows, 14.3-16.0 at 128 and 23.3-25.6 at 256, and with
     the feed-forward layers in halves 6.8-7.2, 11.9-12.9 and 19.2-20.6 (torch's MKL:
