@@ -150,9 +150,9 @@ def split_max_rows(kernel) -> int:
     whole product leaves a core idle. On a 2-core Sapphire Rapids (2 MiB L2)
     ELECTRA-Small's attention projections take one thread up to 906 rows; its exported
     classifier with them split up to there, against up to 256 rows, in alternating
-    requests of one process: 32 short texts (640 rows) 0.949-0.952x the time, 16 (320)
-    0.970-0.977x, four long texts (512) 0.942-0.970x, seven (896) 0.892-0.900x (sixty-third
-    pass of issue 32)."""
+    requests of one process (four or five runs): 32 short texts (640 rows) 0.93-0.99x the
+    time, 16 (320) 0.97-0.99x, four long texts (512) 0.90-0.97x, seven (896) 0.89-0.95x
+    (sixty-third pass of issue 32)."""
     if kernel.dtype != tf.float32:
         return SPLIT_MAX_ROWS
     return max(SPLIT_MAX_ROWS, one_thread_rows(*kernel.shape))
