@@ -152,7 +152,9 @@ def split_max_rows(kernel) -> int:
     classifier with them split up to there, against up to 256 rows, in alternating
     requests of one process (four or five runs): 32 short texts (640 rows) 0.93-0.99x the
     time, 16 (320) 0.97-0.99x, four long texts (512) 0.90-0.97x, seven (896) 0.89-0.95x
-    (sixty-third pass of issue 32)."""
+    (sixty-third pass of issue 32). An export keeps the limit of the machine that traced
+    it: the same export served with oneDNN off (TensorFlow's own kernels, as on AVX2-only
+    CPUs) took 1.06-1.08x the time at 512-896 rows."""
     if kernel.dtype != tf.float32:
         return SPLIT_MAX_ROWS
     return max(SPLIT_MAX_ROWS, one_thread_rows(*kernel.shape))
