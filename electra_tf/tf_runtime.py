@@ -1,9 +1,10 @@
 """TensorFlow's runtime in this process: whether it sees an accelerator, whether oneDNN
 runs its float ops (`onednn_enabled`) or Eigen multiplies them (`products_run_on_eigen`),
-which products oneDNN computes on one thread (`one_thread_product_bytes`), how it runs
-the ops executed eagerly (outside a `tf.function`), such as the ones creating variables,
-and the `tf.data` pipelines that every input pipeline of ours, and every dataset our
-models' `fit`, `evaluate` and `predict` are given, run without autotuning
+which products oneDNN computes on one thread (`one_thread_product_bytes`), whether a
+bfloat16 product accumulates in float32 (`bfloat16_products_accumulate_in_float32`), how
+it runs the ops executed eagerly (outside a `tf.function`), such as the ones creating
+variables, and the `tf.data` pipelines that every input pipeline of ours, and every
+dataset our models' `fit`, `evaluate` and `predict` are given, run without autotuning
 (`without_autotuning`).
 
 TensorFlow 2.21 runs each eager op as a function of one op, which it instantiates the
@@ -49,15 +50,23 @@ def products_run_on_eigen() -> bool:
 
 @functools.cache
 def one_thread_product_bytes() -> int:
-    """The size in bytes below which TensorFlow runs a float32 product on one thread: where
-    oneDNN multiplies (on, no accelerator), a product whose operands and result together
-    take fewer bytes than a core's L2 cache times 1.01 (`ExecuteSingleThreadedGemm` in its
-    oneDNN kernels, with Eigen's cache sizes; measured on a 2-core Sapphire Rapids, 2 MiB
-    L2: [906, 256] x [256, 256] on one thread, 907 rows on two, [208, 256] x [256, 1024]
-    on one, 209 rows on two); 0 where Eigen multiplies (it always uses every thread) or the
-    L2 cache's size is unknown (read from Linux's sysfs)."""
+    """The size in bytes below which TensorFlow runs a float32 product on one thread in this
+    process: where oneDNN multiplies (on, no accelerator), `onednn_one_thread_bytes`; 0
+    where Eigen multiplies (it always uses every thread)."""
     if not onednn_enabled() or accelerator_visible():
         return 0
+    return onednn_one_thread_bytes()
+
+
+@functools.cache
+def onednn_one_thread_bytes() -> int:
+    """The size in bytes below which TensorFlow runs a float32 product on one thread on this
+    CPU where oneDNN multiplies: a product whose operands and result together take fewer
+    bytes than a core's L2 cache times 1.01 (`ExecuteSingleThreadedGemm` in its oneDNN
+    kernels, with Eigen's cache sizes; measured on a 2-core Sapphire Rapids, 2 MiB L2:
+    [906, 256] x [256, 256] on one thread, 907 rows on two, [208, 256] x [256, 1024] on
+    one, 209 rows on two); 0 where the L2 cache's size is unknown (read from Linux's
+    sysfs)."""
     caches = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for index in sorted(os.listdir(caches)):
@@ -70,6 +79,33 @@ def one_thread_product_bytes() -> int:
     except (OSError, ValueError, KeyError, IndexError):
         pass
     return 0
+
+
+@functools.cache
+def bfloat16_products_accumulate_in_float32() -> bool:
+    """Whether this process's bfloat16 `MatMul` keeps its running sums in float32
+    (`bfloat16_sums_trial`, run eagerly).
+
+    Why a trial: TensorFlow hands bfloat16 products to oneDNN, which accumulates in float32,
+    only on CPUs with AVX512F or AVX_NE_CONVERT and oneDNN on; elsewhere (AVX2-only CPUs
+    such as older AMD EPYCs, or `TF_ENABLE_ONEDNN_OPTS=0`) Eigen multiplies them and rounds
+    its partial sums to bfloat16 (16.875 for this sum of 16.996; the bias gradients of 4,096
+    rows of unit normals off by up to 0.76%, AMD EPYC AVX2-only). TensorFlow tells Python
+    whether oneDNN is on (`onednn_enabled`), but neither which library runs a bfloat16
+    product nor the CPU's features."""
+    with tf.init_scope():
+        return bool(bfloat16_sums_trial())
+
+
+def bfloat16_sums_trial(one=1.0):
+    """A scalar bool tensor: whether a bfloat16 `MatMul` where it runs keeps its running
+    sums in float32, tried on one product whose sum bfloat16 partial sums cannot reach
+    (1 + 4,095 x 2^-8). `one` scales the product's column: 1, given as a tensor that
+    TensorFlow cannot compute before the graph runs where the trial must run on the
+    kernels a session picks (Grappler would fold a product of constants on Eigen's)."""
+    column = tf.concat([[[1.0]], tf.fill([4095, 1], 2.0 ** -8)], axis=0) * one
+    total = tf.matmul(tf.ones([1, 4096], tf.bfloat16), tf.cast(column, tf.bfloat16))
+    return tf.equal(total[0, 0], tf.constant(17.0, tf.bfloat16))
 
 
 def run_eager_ops_by_their_kernels() -> None:

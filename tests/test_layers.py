@@ -1,4 +1,5 @@
 import collections
+import json
 import subprocess
 
 import keras
@@ -6,11 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import run_command
 from electra_tf.config import ElectraConfig
 from electra_tf.layers import flat_dense, layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.bfloat16_rounding import narrow
-from electra_tf.layers.closed_form_layer_normalization import ClosedFormLayerNormalization
+from electra_tf.layers.closed_form_layer_normalization import (
+    ONEDNN_LAYER_NORM_MIN_ROWS, ClosedFormLayerNormalization)
 from electra_tf.layers.discriminator_head import DiscriminatorHead
 from electra_tf.layers.embeddings import ElectraEmbeddings
 from electra_tf.layers.encoder import ElectraEncoder
@@ -18,13 +21,15 @@ from electra_tf.layers.export_tracing import export_tracing
 from electra_tf.layers.flat_einsum_dense import attention_projections, feedforward_layers
 from electra_tf.layers.fused_dropout import FusedDropout
 from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
-from electra_tf.layers.inference import forms_per_call, inference_only
+from electra_tf.layers.inference import forms_per_call, inference_only, onednn_trial_at_load
 from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.layers.onednn_batch_matmul import batch_matmul
+from electra_tf.layers.onednn_trial_at_load import OneDnnTrialAtLoad
 from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
-from electra_tf.tf_runtime import (accelerator_visible, one_thread_product_bytes,
-                                   onednn_enabled, products_run_on_eigen)
+from electra_tf.tf_runtime import (accelerator_visible, bfloat16_products_accumulate_in_float32,
+                                   one_thread_product_bytes, onednn_enabled,
+                                   products_run_on_eigen)
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -709,6 +714,118 @@ def test_products_run_on_one_thread_below_the_l2_caches_size_where_onednn_multip
     getconf = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True,
                              text=True, check=True)
     assert one_thread_product_bytes() == int(int(getconf.stdout) * 1.01) > 0
+
+
+_SAVED_ENCODER_SESSION = """
+import collections, json, sys
+import tensorflow as tf
+from electra_tf.tf_runtime import bfloat16_products_accumulate_in_float32
+answers = []
+with tf.compat.v1.Session(graph=tf.Graph()) as session:
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[1])
+    signature = meta.signature_def["serving_default"]
+    for request in json.load(open(sys.argv[2])):
+        metadata = tf.compat.v1.RunMetadata()
+        outputs = session.run(
+            signature.outputs["output_0"].name,
+            {signature.inputs[name].name: value for name, value in request.items()},
+            options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+            run_metadata=metadata)
+        executed = collections.Counter(
+            node.timeline_label.split(" = ")[1].split("(")[0]
+            for device in metadata.step_stats.dev_stats for node in device.node_stats
+            if " = " in node.timeline_label)
+        answers.append({"outputs": outputs.tolist(), "executed": executed})
+print(json.dumps({"onednn": bfloat16_products_accumulate_in_float32(), "answers": answers}))
+"""
+
+
+def saved_encoder_sessions(encoder, requests, path, environments):
+    """Saves `encoder` as an export does (traced for any batch and length with
+    `export_tracing`, `inference_only` and a `OneDnnTrialAtLoad`), then runs it as TF
+    Serving does (the TF1 session loader with Grappler) in a fresh process for each of
+    `environments` (variables to set): [(whether oneDNN multiplied bfloat16 there, [(the
+    sequence output, Counter of the executed op kinds)] for each of `requests`)]."""
+    module = tf.Module()
+    module.encoder_variables = [v.value for v in encoder.variables]
+    module.trial = OneDnnTrialAtLoad()
+    spec = tf.TensorSpec([None, None], tf.int32)
+    function = tf.function(
+        lambda ids, mask, types: encoder({"input_word_ids": ids, "input_mask": mask,
+                                          "input_type_ids": types})["sequence_output"],
+        input_signature=[spec] * 3)
+    with export_tracing(), inference_only(), onednn_trial_at_load(module.trial):
+        tf.saved_model.save(module, str(path / "saved"), signatures=function)
+    with open(path / "requests.json", "w") as f:
+        json.dump([{"ids": r["input_word_ids"].tolist(), "mask": r["input_mask"].tolist(),
+                    "types": r["input_type_ids"].tolist()} for r in requests], f)
+    runs = []
+    for environment in environments:
+        result = json.loads(run_command(
+            "python", "-c", _SAVED_ENCODER_SESSION, str(path / "saved"),
+            str(path / "requests.json"), env=environment).stdout.strip().splitlines()[-1])
+        runs.append((result["onednn"], [(np.array(a["outputs"]), collections.Counter(
+            a["executed"])) for a in result["answers"]]))
+    return runs
+
+
+def test_an_exports_layer_norms_of_many_rows_run_on_onednns_kernel_where_it_multiplies(
+        tmp_path):
+    """An export's layer norms of at least `ONEDNN_LAYER_NORM_MIN_ROWS` rows run as
+    `onednn_layer_normalization`, which Grappler makes one `_MklLayerNorm`, where the
+    trial the SavedModel runs as it loads (`OneDnnTrialAtLoad`) finds oneDNN multiplying;
+    fewer rows, and every request where oneDNN is off, as `normalize_centered`. Outputs as
+    the eager encoder's, in both processes."""
+    config = ElectraConfig.preset("tiny", vocab_size=100, num_layers=1)
+    short = encoder_inputs()  # 24 rows
+    long = encoder_inputs(batch=8, seq=50, lengths=(50, 20, 9, 50, 33, 1, 50, 2))  # 400
+    assert 24 < ONEDNN_LAYER_NORM_MIN_ROWS <= 400
+    encoder = perturbed_encoder(config, short)
+    default, onednn_off = saved_encoder_sessions(
+        encoder, [short, long], tmp_path, [{}, {"TF_ENABLE_ONEDNN_OPTS": "0"}])
+    norms = 3  # the embeddings' and the layer's two
+    for onednn, answers in (default, onednn_off):
+        (short_outputs, short_ops), (long_outputs, long_ops) = answers
+        assert (short_ops["_MklLayerNorm"], short_ops["Square"]) == (0, norms)
+        if onednn:
+            assert (long_ops["_MklLayerNorm"], long_ops["Square"]) == (norms, 0)
+        else:
+            assert (long_ops["_MklLayerNorm"], long_ops["Square"]) == (0, norms)
+            assert not long_ops["FusedBatchNormV3"]
+        for inputs, outputs in ((short, short_outputs), (long, long_outputs)):
+            np.testing.assert_allclose(outputs, encoder(inputs)["sequence_output"],
+                                       atol=1e-5)
+    assert not onednn_off[0]
+    assert default[0] == bfloat16_products_accumulate_in_float32()
+
+
+def test_an_exports_products_split_up_to_the_one_thread_rows_only_where_onednn_multiplies(
+        monkeypatch, tmp_path):
+    """An export's products with no activation split up to the rows oneDNN computes on one
+    thread on the CPU that traced it (`split_max_rows`) where the trial the SavedModel
+    runs as it loads finds oneDNN multiplying, else up to `SPLIT_MAX_ROWS`, whatever runs
+    the tracing process."""
+    # oneDNN on one thread up to 511 rows of the attention projections, none in this
+    # process (the feed-forward layer in turn, and no limit of this process's own).
+    monkeypatch.setattr(flat_dense, "onednn_one_thread_bytes", lambda: 4 * 640 * 512)
+    monkeypatch.setattr(flat_dense, "one_thread_product_bytes", lambda: 0)
+    kernel = tf.zeros([256, 256])
+    assert int(flat_dense.split_max_rows(kernel, tf.constant(True))) == 511
+    assert int(flat_dense.split_max_rows(kernel, tf.constant(False))) == 256
+    assert flat_dense.split_max_rows(kernel) == flat_dense.SPLIT_MAX_ROWS == 256
+    config = ElectraConfig.preset("tiny", vocab_size=100, hidden_size=256, num_heads=4,
+                                  intermediate_size=512, num_layers=1)
+    middle = encoder_inputs(batch=6, seq=80, lengths=(80, 20, 9, 80, 33, 1))  # 480 rows
+    encoder = perturbed_encoder(config, middle)
+    default, onednn_off = saved_encoder_sessions(
+        encoder, [middle], tmp_path, [{}, {"TF_ENABLE_ONEDNN_OPTS": "0"}])
+    for onednn, ((outputs, executed),) in (default, onednn_off):
+        # The embeddings' projection and the feed-forward layer's two products fused; the
+        # 4 projections split in two where oneDNN multiplies, else fused whole.
+        expected = (8, 3) if onednn else (0, 7)
+        assert (matmuls(executed, False), matmuls(executed, True)) == expected
+        np.testing.assert_allclose(outputs, encoder(middle)["sequence_output"], atol=1e-5)
+    assert not onednn_off[0]
 
 
 def test_an_exports_attention_of_few_scores_runs_on_tensorflows_own_kernels():

@@ -9,16 +9,17 @@ what TensorFlow's graph optimiser fuses into one oneDNN `_FusedMatMul`. Same wei
 and values (to float32 rounding).
 """
 
-import functools
 import math
 
 import keras
 import tensorflow as tf
 
 from electra_tf.layers.activations import fused_gelu, fused_gelu_of_sum
-from electra_tf.layers.inference import form_by_size, sequence_shape
+from electra_tf.layers.inference import form_by_size, onednn_at_run_time, sequence_shape
 from electra_tf.layers.integer_transpose import transpose_as_integers
-from electra_tf.tf_runtime import one_thread_product_bytes, products_run_on_eigen
+from electra_tf.tf_runtime import (
+    bfloat16_products_accumulate_in_float32, one_thread_product_bytes, onednn_one_thread_bytes,
+    products_run_on_eigen)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -101,7 +102,8 @@ def flat_matmul(inputs, kernel, bias, contracted_axes, activation=None, training
         # to 128 rows); an exported classifier's single long text (128 rows) 0.91-0.95x,
         # eight short ones (160 rows) 0.88-0.92x.
         activated = flat_activation not in (None, keras.activations.linear)
-        limit = SPLIT_MAX_ROWS_ACTIVATED if activated else split_max_rows(kernel)
+        limit = (SPLIT_MAX_ROWS_ACTIVATED if activated
+                 else split_max_rows(kernel, onednn_at_run_time()))
         y = form_by_size(x.shape[0], rows, limit,
                          lambda: product(split=True), lambda: product(split=False))
     else:
@@ -133,18 +135,23 @@ def run_time_rows(x, leading_axes: int):
     return tf.shape(x)[0] if shape is None else shape[0] * shape[1]
 
 
-def one_thread_rows(contracted: int, produced: int) -> int:
+def one_thread_rows(contracted: int, produced: int, product_bytes=None) -> int:
     """The most rows of a float32 [rows, contracted] x [contracted, produced] product that
-    TensorFlow computes on one thread on this CPU (`tf_runtime.one_thread_product_bytes`);
-    0 where it computes none so."""
-    budget = one_thread_product_bytes() / 4 - contracted * produced
+    TensorFlow computes on one thread in this process (`tf_runtime.one_thread_product_bytes`)
+    or below `product_bytes`; 0 where it computes none so."""
+    if product_bytes is None:
+        product_bytes = one_thread_product_bytes()
+    budget = product_bytes / 4 - contracted * produced
     return max(0, math.ceil(budget / (contracted + produced)) - 1)
 
 
-def split_max_rows(kernel) -> int:
+def split_max_rows(kernel, onednn=None):
     """The most rows an inference product by a 2-D `kernel` with no activation runs split
     (`split_matmul`): `SPLIT_MAX_ROWS`, or for a float32 kernel the rows TensorFlow
-    computes its product on one thread (`one_thread_rows`) where more.
+    computes its product on one thread (`one_thread_rows`) where more. Given `onednn`
+    (a scalar bool tensor: `inference.onednn_at_run_time`), the limit where the graph runs,
+    a scalar tensor: the rows oneDNN computes on one thread on this CPU where it multiplies
+    there, else `SPLIT_MAX_ROWS`.
 
     Why beyond `SPLIT_MAX_ROWS` there: the split's halves run side by side, where the
     whole product leaves a core idle. On a 2-core Sapphire Rapids (2 MiB L2)
@@ -152,12 +159,17 @@ def split_max_rows(kernel) -> int:
     classifier with them split up to there, against up to 256 rows, in alternating
     requests of one process (four or five runs): 32 short texts (640 rows) 0.93-0.99x the
     time, 16 (320) 0.97-0.99x, four long texts (512) 0.90-0.97x, seven (896) 0.89-0.95x
-    (sixty-third pass of issue 32). An export keeps the limit of the machine that traced
-    it: the same export served with oneDNN off (TensorFlow's own kernels, as on AVX2-only
-    CPUs) took 1.06-1.08x the time at 512-896 rows."""
+    (sixty-third pass of issue 32). Served with oneDNN off (TensorFlow's own kernels, as on
+    AVX2-only CPUs), the same export took 1.06-1.08x the time at 512-896 rows: exports pick
+    the limit by the server's runtime. They keep the L2 cache of the CPU that traced them."""
     if kernel.dtype != tf.float32:
         return SPLIT_MAX_ROWS
-    return max(SPLIT_MAX_ROWS, one_thread_rows(*kernel.shape))
+    if onednn is None:
+        return max(SPLIT_MAX_ROWS, one_thread_rows(*kernel.shape))
+    where_onednn = one_thread_rows(*kernel.shape, onednn_one_thread_bytes())
+    if where_onednn <= SPLIT_MAX_ROWS:
+        return SPLIT_MAX_ROWS
+    return tf.where(onednn, where_onednn, SPLIT_MAX_ROWS)
 
 
 def feedforward_halves_max_rows(hidden: int, intermediate: int) -> int:
@@ -335,21 +347,3 @@ def bias_gradient(upstream):
         return tf.cast(as_float32, tf.bfloat16)
     ones = tf.ones([1, tf.shape(upstream)[0]], upstream.dtype)
     return tf.reshape(tf.matmul(ones, upstream), [-1])
-
-
-@functools.cache
-def bfloat16_products_accumulate_in_float32() -> bool:
-    """Whether this process's bfloat16 `MatMul` keeps its running sums in float32, tried on
-    one product whose sum bfloat16 partial sums cannot reach (1 + 4,095 x 2^-8).
-
-    Why a trial: TensorFlow hands bfloat16 products to oneDNN, which accumulates in float32,
-    only on CPUs with AVX512F or AVX_NE_CONVERT and oneDNN on; elsewhere (AVX2-only CPUs
-    such as older AMD EPYCs, or `TF_ENABLE_ONEDNN_OPTS=0`) Eigen multiplies them and rounds
-    its partial sums to bfloat16 (16.875 for this sum of 16.996; the bias gradients of 4,096
-    rows of unit normals off by up to 0.76%, AMD EPYC AVX2-only). TensorFlow tells Python
-    whether oneDNN is on (`tf_runtime.onednn_enabled`), but neither which library runs a
-    bfloat16 product nor the CPU's features."""
-    with tf.init_scope():
-        column = tf.concat([[[1.0]], tf.fill([4095, 1], 2.0 ** -8)], axis=0)
-        total = tf.matmul(tf.ones([1, 4096], tf.bfloat16), tf.cast(column, tf.bfloat16))
-        return float(total[0, 0]) == 17.0

@@ -3,7 +3,8 @@ no gradients, so the layers whose gradient is written by hand trace their forwar
 alone. `forms_per_call()`: functions traced within pick some ops' form per call
 (`form_by_size`), by sizes read off the sequences' shape where `sequence_batch` gives it;
 `small_forms()` and `large_forms()`: functions traced within pick the small forms, or the
-large ones.
+large ones; `onednn_trial_at_load()`: functions traced within pick some forms per call by
+whether oneDNN multiplies where they run.
 
 Why: `tf.custom_gradient` builds its gradient's graph machinery at every call while
 tracing, about 2-5 ms each in Python. ELECTRA-Small's classifier holds 73 (the layer
@@ -15,6 +16,7 @@ the layer normalizations, which normalize in a cheaper order
 
 import contextlib
 import contextvars
+import weakref
 
 import tensorflow as tf
 
@@ -24,6 +26,8 @@ _inference_only = contextvars.ContextVar("inference_only", default=False)
 _forms_per_call = contextvars.ContextVar("forms_per_call", default=False)
 _small_forms = contextvars.ContextVar("small_forms", default=False)
 _sequence_batch = contextvars.ContextVar("sequence_batch", default=None)
+_onednn_trial = contextvars.ContextVar("onednn_trial", default=None)
+_onednn_reads = weakref.WeakKeyDictionary()  # graph -> (trial, its read of the answer)
 
 
 def inference_only():
@@ -76,11 +80,12 @@ def form_by_size(size, run_time_size, limit, small, large):
     """`small()` if a size is at most `limit`, else `large()`. `size`: the size where it is
     known when tracing (an int), else None; `run_time_size()` gives it as a scalar tensor,
     read only within `forms_per_call()`, where the form is picked per call (a `tf.cond`);
-    elsewhere an unknown size takes `small()` within `small_forms()`, else `large()`."""
-    if size is not None:
+    elsewhere an unknown size takes `small()` within `small_forms()`, else `large()`.
+    `limit`: an int, or within `forms_per_call()` a scalar tensor (known at run time)."""
+    if size is not None and not tf.is_tensor(limit):
         return small() if size <= limit else large()
     if forms_picked_per_call():
-        return tf.cond(run_time_size() <= limit, small, large)
+        return tf.cond((run_time_size() if size is None else size) <= limit, small, large)
     return small() if _small_forms.get() else large()
 
 
@@ -104,3 +109,27 @@ def sequence_shape():
     """The run-time [batch, positions] of the enclosing `sequence_batch`, or None."""
     sequences = _sequence_batch.get()
     return None if sequences is None else tf.shape(sequences)
+
+
+def onednn_trial_at_load(trial):
+    """Within, functions traced pick forms per call (`forms_per_call`) also by whether
+    oneDNN multiplies where they run, which `trial` (a `OneDnnTrialAtLoad` that the
+    SavedModel saves) tried when it was loaded. For TF Serving exports, which run on
+    whatever server loads them."""
+    return traced.switched(_onednn_trial, trial)
+
+
+def onednn_at_run_time():
+    """A scalar bool tensor, whether oneDNN multiplies where the graph runs, within
+    `onednn_trial_at_load()` and `forms_per_call()`; else None. One read per graph traced:
+    TensorFlow's optimiser does not merge reads of a variable (ELECTRA-Small's 23 layer
+    norms would each run their own)."""
+    trial = _onednn_trial.get()
+    if trial is None or not forms_picked_per_call():
+        return None
+    graph = tf.compat.v1.get_default_graph()
+    read_trial, read = _onednn_reads.get(graph, (None, None))
+    if read_trial is not trial:
+        read = trial.onednn_multiplies()
+        _onednn_reads[graph] = (trial, read)
+    return read

@@ -16,7 +16,8 @@ import tensorflow as tf
 from electra_tf import files
 from electra_tf.errors import ConfigError
 from electra_tf.layers.export_tracing import export_tracing
-from electra_tf.layers.inference import inference_only
+from electra_tf.layers.inference import inference_only, onednn_trial_at_load
+from electra_tf.layers.onednn_trial_at_load import OneDnnTrialAtLoad
 
 # The batch sizes the example batching config allows (export/serving/batching.config).
 WARMUP_BATCH_SIZES = (1, 8, 32)
@@ -35,6 +36,8 @@ def serving_module(model, signatures: dict, tokenizer):
     module.model_variables = [v.value for v in model.variables]
     module.tokenizer = tokenizer  # its lookup tables are resources the graphs use
     module.signature_functions = signatures  # saved with the object
+    # Tried where the export is loaded: its graphs pick some forms by it.
+    module.onednn_trial = OneDnnTrialAtLoad()
     return module
 
 
@@ -107,7 +110,7 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:
         # The signatures are traced here; TF Serving never differentiates them.
-        with export_tracing(), inference_only():
+        with export_tracing(), inference_only(), onednn_trial_at_load(module.onednn_trial):
             tf.saved_model.save(module, partial, signatures=signatures)
         files.write_text(os.path.join(partial, "assets", "vocab.txt"),
                          "".join(token + "\n" for token in tokenizer.vocabulary))

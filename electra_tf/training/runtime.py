@@ -23,10 +23,9 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.flat_dense import bfloat16_products_accumulate_in_float32
 from electra_tf.layers.fused_dropout import use_fused_dropout
 from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
-from electra_tf.tf_runtime import accelerator_visible
+from electra_tf.tf_runtime import accelerator_visible, bfloat16_products_accumulate_in_float32
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
 
 
