@@ -797,6 +797,12 @@ def test_an_exports_layer_norms_of_many_rows_run_on_onednns_kernel_where_it_mult
                                        atol=1e-5)
     assert not onednn_off[0]
     assert default[0] == bfloat16_products_accumulate_in_float32()
+    # Loaded in Python too: the trial runs as `tf.saved_model.load` restores the model.
+    loaded = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    np.testing.assert_allclose(
+        loaded(ids=long["input_word_ids"], mask=long["input_mask"],
+               types=long["input_type_ids"])["output_0"],
+        encoder(long)["sequence_output"], atol=1e-5)
 
 
 def test_an_exports_products_split_up_to_the_one_thread_rows_only_where_onednn_multiplies(
