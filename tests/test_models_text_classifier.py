@@ -374,6 +374,47 @@ def test_predict_runs_many_short_single_texts_through_a_function_with_the_small_
     np.testing.assert_array_equal(again, small)
 
 
+def test_predict_runs_large_batches_through_a_function_with_onednns_layer_norms(
+        fitted, monkeypatch):
+    """Where oneDNN is on, after `ONEDNN_NORMS_AFTER_ROWS` rows of batches of at least
+    `ONEDNN_LAYER_NORM_MIN_ROWS` rows, such batches get a predict function of their own,
+    traced once with oneDNN's layer norm (`onednn_layer_normalization`), which answers as
+    Keras's does; smaller batches keep Keras's. Where oneDNN is off, Keras's alone."""
+    from electra_tf.layers import closed_form_layer_normalization
+    from electra_tf.models import task
+    from electra_tf.tf_runtime import accelerator_visible, onednn_enabled
+
+    clf, texts, _ = fitted
+    large = [" ".join(texts[:4])] * 16  # 16 x 32 rows
+    assert task.ONEDNN_LAYER_NORM_MIN_ROWS <= 16 * 32
+    monkeypatch.setattr(task, "ONEDNN_NORMS_AFTER_ROWS", 16 * 32)  # bought at the second
+    norms, original = [], closed_form_layer_normalization.onednn_layer_normalization
+    monkeypatch.setattr(closed_form_layer_normalization, "onednn_layer_normalization",
+                        lambda *args: norms.append(1) or original(*args))
+    clf.make_predict_function(force=True)
+    traces = []
+    original_step = clf.predict_step
+    clf.predict_step = lambda data: traces.append(1) or original_step(data)
+    try:
+        first = clf.predict(large, batch_size=16, verbose=0)
+        assert len(traces) == 1 and not norms  # Keras's function alone
+        second = clf.predict(large, batch_size=16, verbose=0)
+        small = clf.predict(large[:1], verbose=0)
+        third = clf.predict(large, batch_size=16, verbose=0)
+    finally:
+        del clf.predict_step
+    if onednn_enabled() and not accelerator_visible():
+        # Traced once more, with the embeddings' norm and the two of the one layer traced
+        # for the stack's layers as oneDNN's (not the last layer's: its norms take the
+        # first position alone).
+        assert len(traces) == 2 and len(norms) == 3
+    else:
+        assert len(traces) == 1 and not norms
+    np.testing.assert_allclose(second, first, atol=1e-5)
+    np.testing.assert_array_equal(third, second)
+    np.testing.assert_allclose(small, first[:1], atol=1e-5)
+
+
 # The start of a process (`python -c`, given the pretrained directory) whose `clf` is loaded
 # into `strategy`, a MirroredStrategy over two logical CPUs, which must be set up before
 # TensorFlow starts.

@@ -15,7 +15,8 @@ bit-identical; gradients agree to float32 rounding. Graphs that take no gradient
 import keras
 import tensorflow as tf
 
-from electra_tf.layers.inference import gradients_wanted, onednn_at_run_time, sequence_shape
+from electra_tf.layers.inference import (gradients_wanted, onednn_at_run_time,
+                                         onednn_layer_norms_wanted, sequence_shape)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -61,7 +62,9 @@ def normalize_for_inference(x, gamma, beta, epsilon):
     """The same normalization as `normalize_with_statistics` (to float32 rounding), for
     graphs that take no gradients: `normalize_centered`; in an export's graph
     (`inference.onednn_at_run_time`), per request, `onednn_layer_normalization` for
-    sequences of at least ONEDNN_LAYER_NORM_MIN_ROWS rows where oneDNN multiplies.
+    sequences of at least ONEDNN_LAYER_NORM_MIN_ROWS rows where oneDNN multiplies; within
+    `inference.onednn_layer_norms()` (`predict`'s function for such batches where oneDNN
+    is on), `onednn_layer_normalization` where the rows are unknown when tracing.
 
     Why per request and by the runtime: 25 normalizations chained, each with a residual,
     as a TF1 session runs them (ms, `normalize_centered` against oneDNN's kernel; 2-core
@@ -72,8 +75,12 @@ def normalize_for_inference(x, gamma, beta, epsilon):
     transposes, 2-5x slower than `normalize_centered`."""
     onednn = onednn_at_run_time()
     shape = sequence_shape()
-    if (onednn is None or shape is None or x.shape.rank != 3 or x.shape[-1] is None
+    if (shape is None or x.shape.rank != 3 or x.shape[-1] is None
             or x.dtype != tf.float32 or not isinstance(epsilon, float)):
+        return normalize_centered(x, gamma, beta, epsilon)
+    if onednn_layer_norms_wanted() and x.shape[:2].num_elements() is None:
+        return onednn_layer_normalization(x, gamma, beta, epsilon)
+    if onednn is None:
         return normalize_centered(x, gamma, beta, epsilon)
     return tf.cond(tf.logical_and(onednn, shape[0] * shape[1] >= ONEDNN_LAYER_NORM_MIN_ROWS),
                    lambda: onednn_layer_normalization(x, gamma, beta, epsilon),

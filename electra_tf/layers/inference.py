@@ -27,6 +27,7 @@ _forms_per_call = contextvars.ContextVar("forms_per_call", default=False)
 _small_forms = contextvars.ContextVar("small_forms", default=False)
 _sequence_batch = contextvars.ContextVar("sequence_batch", default=None)
 _onednn_trial = contextvars.ContextVar("onednn_trial", default=None)
+_onednn_layer_norms = contextvars.ContextVar("onednn_layer_norms", default=False)
 _onednn_reads = weakref.WeakKeyDictionary()  # graph -> (trial, its read of the answer)
 
 
@@ -133,3 +134,17 @@ def onednn_at_run_time():
         read = trial.onednn_multiplies()
         _onednn_reads[graph] = (trial, read)
     return read
+
+
+def onednn_layer_norms():
+    """Within, functions traced normalize sequences as oneDNN's layer norm
+    (`closed_form_layer_normalization.onednn_layer_normalization`) where their rows are
+    unknown when tracing. For a function called only on batches of at least
+    `ONEDNN_LAYER_NORM_MIN_ROWS` rows in a process where oneDNN is on: `predict`'s
+    function for large batches (`ElectraTask._predict_function_for` says when)."""
+    return traced.switched(_onednn_layer_norms, True)
+
+
+def onednn_layer_norms_wanted() -> bool:
+    """True within `onednn_layer_norms()`."""
+    return _onednn_layer_norms.get()

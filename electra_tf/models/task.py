@@ -14,12 +14,13 @@ from keras.src.trainers.data_adapters.array_slicing import train_validation_spli
 from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
-from electra_tf.tf_runtime import without_autotuning
+from electra_tf.tf_runtime import accelerator_visible, onednn_enabled, without_autotuning
 from electra_tf.errors import ConfigError
+from electra_tf.layers.closed_form_layer_normalization import ONEDNN_LAYER_NORM_MIN_ROWS
 from electra_tf.layers.encoder import INPUT_NAMES
 from electra_tf.layers.flat_dense import (SPLIT_MAX_ROWS, SPLIT_MAX_ROWS_ACTIVATED,
                                            FlatDense)
-from electra_tf.layers.inference import inference_only, small_forms
+from electra_tf.layers.inference import inference_only, onednn_layer_norms, small_forms
 from electra_tf.layers.initializers import weight_initializer
 from electra_tf.layers.query_first_attention import SMALL_ATTENTION_MAX_SCORES
 from electra_tf.models import length_order, serving
@@ -44,6 +45,10 @@ SMALL_FORMS_MAX_ROWS = min(SPLIT_MAX_ROWS, SPLIT_MAX_ROWS_ACTIVATED,
 # How many such batches `predict` runs through Keras's function before it traces one with
 # the small forms for them (`ElectraTask._predict_function_for` says why).
 SMALL_FORMS_AFTER_BATCHES = 100
+# How many rows of batches of at least `ONEDNN_LAYER_NORM_MIN_ROWS` `predict` runs through
+# Keras's function before it traces one with oneDNN's layer norms for them, where oneDNN
+# is on (`ElectraTask._predict_function_for` says why).
+ONEDNN_NORMS_AFTER_ROWS = 50_000
 
 
 # What Keras puts into a class hierarchy to make a subclass of `keras.Model` functional.
@@ -271,8 +276,9 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         dataset the loop also opens a second iterator at the end, for an epoch that
         `predict` never runs (58-121 ms with keras-hub's map of the preprocessing).
 
-        Batches of at most `SMALL_FORMS_MAX_ROWS` rows (single short texts) run through
-        a predict function of their own once there have been enough of them
+        Batches of at most `SMALL_FORMS_MAX_ROWS` rows (single short texts), and where
+        oneDNN is on those of at least `ONEDNN_LAYER_NORM_MIN_ROWS`, run through a predict
+        function of their own once there have been enough of them
         (`_predict_function_for`)."""
         self.make_predict_function()
         if verbose == "auto":
@@ -295,39 +301,53 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
 
     def _predict_function_for(self, batch):
         """The predict function for a packed `batch`: Keras's (`make_predict_function`),
-        or, for the batches of at most `SMALL_FORMS_MAX_ROWS` rows after the first
-        `SMALL_FORMS_AFTER_BATCHES` of them, one traced `small_forms()` (the split
-        products and the small attentions).
+        or one of its own for the batches of a form once those batches have lost about
+        what its trace costs: traced `small_forms()` (the split products and the small
+        attentions) for batches of at most `SMALL_FORMS_MAX_ROWS` rows after the first
+        `SMALL_FORMS_AFTER_BATCHES` of them; where oneDNN is on, traced
+        `onednn_layer_norms()` for batches of at least `ONEDNN_LAYER_NORM_MIN_ROWS` rows
+        after `ONEDNN_NORMS_AFTER_ROWS` rows of them.
 
         Why: with the sizes unknown when it traces, Keras's function takes the forms for
-        large batches. The small forms answer one short text in 7.0-7.1 ms instead of
-        11.6-11.9, but a second function costs a trace (~0.6 s) and picking the form per
-        call (`tf.cond`, as exports do) ~0.45 s more in the first trace (ELECTRA-Small
-        classifier, 2-core Sapphire Rapids). So the trace is bought once the small batches
-        have lost about what it costs (a ski rental): a process that predicts a few texts
-        pays nothing, and none loses more than about twice what the right choice, known
-        in advance, would have lost."""
+        large batches, and layer norms as TensorFlow's separate passes, which oneDNN's
+        kernel beats only on large batches. The small forms answer one short text in
+        7.0-7.1 ms instead of 11.6-11.9; oneDNN's layer norms 32 long texts in 283 ms
+        instead of 311, 32 short ones in 66 instead of 72 (~8 µs a row). But a second
+        function costs a trace (~0.6 s; ~0.45 s for the layer norms' one) and picking the
+        form per call (`tf.cond`, as exports do) ~0.45 s more in the first trace
+        (ELECTRA-Small classifier, 2-core Sapphire Rapids). So each trace is bought once
+        the batches it serves have lost about what it costs (a ski rental): a process that
+        predicts a few texts pays nothing, and none loses more than about twice what the
+        right choice, known in advance, would have lost."""
         if self.jit_compile:  # static shapes: `form_by_size` reads the sizes when tracing
             return self.predict_function
         rows = _encoder_rows(batch)
-        if rows is None or rows > SMALL_FORMS_MAX_ROWS:
+        if rows is None:
             return self.predict_function
-        large, small, seen = getattr(self, "_small_forms_predict", (None, None, 0))
-        if large is not self.predict_function:  # a new Keras function (compile, ...)
-            large, small, seen = self.predict_function, None, 0
-        seen += 1
-        if small is None and seen > SMALL_FORMS_AFTER_BATCHES:
-            small = self.make_predict_function(force=True)
-            self.predict_function = large
-        self._small_forms_predict = (large, small, seen)
-        if small is None:
-            return large
+        if rows <= SMALL_FORMS_MAX_ROWS:
+            form, spent, bought_after = small_forms, 1, SMALL_FORMS_AFTER_BATCHES
+        elif (rows >= ONEDNN_LAYER_NORM_MIN_ROWS and onednn_enabled()
+              and not accelerator_visible()):
+            form, spent, bought_after = onednn_layer_norms, rows, ONEDNN_NORMS_AFTER_ROWS
+        else:
+            return self.predict_function
+        rentals = getattr(self, "_predict_rentals", None)
+        if rentals is None or rentals.keras_function is not self.predict_function:
+            rentals = self._predict_rentals = _PredictRentals(self.predict_function)
+        function, lost = rentals.by_form.get(form, (None, 0))
+        lost += spent
+        if function is None and lost > bought_after:
+            function = self.make_predict_function(force=True)
+            self.predict_function = rentals.keras_function
+        rentals.by_form[form] = (function, lost)
+        if function is None:
+            return self.predict_function
 
-        def predict_small(data):
-            with small_forms():  # read by its first call, which traces
-                return small(data)
+        def predict_in_form(data):
+            with form():  # read by its first call, which traces
+                return function(data)
 
-        return predict_small
+        return predict_in_form
 
     def _packed_elements(self, dataset: tf.data.Dataset):
         """The batches of `dataset`, read without `tf.data`'s autotuning, each passed
@@ -502,6 +522,18 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             if isinstance(config.get(key), dict):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
+
+
+class _PredictRentals:
+    """For one Keras predict function (`keras_function`; a new one, after `compile` say,
+    starts anew), `predict`'s functions of other forms: {form: (its function, or None
+    before it is bought, and what Keras's function has lost on its batches so far)}
+    (`ElectraTask._predict_function_for`). A plain object: Keras would copy a dict set
+    on a model into one it tracks."""
+
+    def __init__(self, keras_function):
+        self.keras_function = keras_function
+        self.by_form = {}
 
 
 def _encoder_rows(batch):
