@@ -53,8 +53,9 @@ def normalize_with_statistics(x, gamma, beta, epsilon):
     return x * scale + (beta - mean * scale), mean, reciprocal_std
 
 
-# An export's layer norms of at least this many rows run as `onednn_layer_normalization`
-# where oneDNN multiplies (`normalize_for_inference` says why).
+# Inference layer norms of at least this many rows run as `onednn_layer_normalization`
+# where oneDNN runs: an export's, per request, and `predict`'s, in a function of their own
+# (`normalize_for_inference` says why).
 ONEDNN_LAYER_NORM_MIN_ROWS = 384
 
 
