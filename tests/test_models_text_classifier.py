@@ -2,6 +2,7 @@
 recipe when nothing is compiled, and TF Serving exports that answer as `predict` does
 (`.keras` round trips: test_models_keras_files.py)."""
 
+import contextlib
 import json
 import re
 import warnings
@@ -24,6 +25,27 @@ def _sentiment(n):
     rows = [json.loads(line) for line in open(DEMO / "sentiment" / "train.jsonl",
                                                encoding="utf-8")][:n]
     return [r["text"] for r in rows], [["neg", "pos"][int(r["label"])] for r in rows]
+
+
+@contextlib.contextmanager
+def predict_traces(clf):
+    """Within, with a new Keras predict function: the list that gains an item each time a
+    predict function of `clf` traces its `predict_step`."""
+    clf.make_predict_function(force=True)
+    traces, original_step = [], clf.predict_step
+    clf.predict_step = lambda data: traces.append(1) or original_step(data)
+    try:
+        yield traces
+    finally:
+        del clf.predict_step
+
+
+def counted_calls(monkeypatch, module, name):
+    """The list that gains an item at each call of `module.name` from now on (for the
+    rest of the test)."""
+    calls, original = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *args: calls.append(1) or original(*args))
+    return calls
 
 
 @pytest.fixture(scope="module")
@@ -325,15 +347,9 @@ def test_predict_traces_the_model_once_for_every_batch_size(fitted):
     """Keras's predict function traces the first batch's exact shape, then again a
     generalised one at the next size; ours traces the generalised one first."""
     clf, texts, _ = fitted
-    clf.make_predict_function(force=True)
-    traces = []
-    original_step = clf.predict_step
-    clf.predict_step = lambda data: traces.append(1) or original_step(data)
-    try:
+    with predict_traces(clf) as traces:
         for n in (1, 3, 5):
             clf.predict(texts[:n], verbose=0)
-    finally:
-        del clf.predict_step
     assert len(traces) == 1
 
 
@@ -350,14 +366,8 @@ def test_predict_runs_many_short_single_texts_through_a_function_with_the_small_
     short, long = "a fine film .", " ".join(texts[:4])
     assert len(short.split()) + 2 <= task.SMALL_FORMS_MAX_ROWS < len(long.split())
     monkeypatch.setattr(task, "SMALL_FORMS_AFTER_BATCHES", 2)
-    small_attentions, original = [], query_first_attention.small_attention
-    monkeypatch.setattr(query_first_attention, "small_attention",
-                        lambda *args: small_attentions.append(1) or original(*args))
-    clf.make_predict_function(force=True)
-    traces = []
-    original_step = clf.predict_step
-    clf.predict_step = lambda data: traces.append(1) or original_step(data)
-    try:
+    small_attentions = counted_calls(monkeypatch, query_first_attention, "small_attention")
+    with predict_traces(clf) as traces:
         first = [clf.predict([short], verbose=0) for _ in range(2)]
         assert len(traces) == 1 and not small_attentions  # Keras's function alone
         small = clf.predict([short], verbose=0)
@@ -365,8 +375,6 @@ def test_predict_runs_many_short_single_texts_through_a_function_with_the_small_
         attentions = len(small_attentions)
         beside_a_long_text = clf.predict([short, long], verbose=0)
         again = clf.predict([short], verbose=0)
-    finally:
-        del clf.predict_step
     assert len(traces) == 2 and len(small_attentions) == attentions
     np.testing.assert_array_equal(first[1], first[0])
     np.testing.assert_allclose(small, first[0], atol=1e-5)
@@ -388,21 +396,14 @@ def test_predict_runs_large_batches_through_a_function_with_onednns_layer_norms(
     large = [" ".join(texts[:4])] * 16  # 16 x 32 rows
     assert task.ONEDNN_LAYER_NORM_MIN_ROWS <= 16 * 32
     monkeypatch.setattr(task, "ONEDNN_NORMS_AFTER_ROWS", 16 * 32)  # bought at the second
-    norms, original = [], closed_form_layer_normalization.onednn_layer_normalization
-    monkeypatch.setattr(closed_form_layer_normalization, "onednn_layer_normalization",
-                        lambda *args: norms.append(1) or original(*args))
-    clf.make_predict_function(force=True)
-    traces = []
-    original_step = clf.predict_step
-    clf.predict_step = lambda data: traces.append(1) or original_step(data)
-    try:
+    norms = counted_calls(monkeypatch, closed_form_layer_normalization,
+                          "onednn_layer_normalization")
+    with predict_traces(clf) as traces:
         first = clf.predict(large, batch_size=16, verbose=0)
         assert len(traces) == 1 and not norms  # Keras's function alone
         second = clf.predict(large, batch_size=16, verbose=0)
         small = clf.predict(large[:1], verbose=0)
         third = clf.predict(large, batch_size=16, verbose=0)
-    finally:
-        del clf.predict_step
     if onednn_enabled() and not accelerator_visible():
         # Traced once more, with the embeddings' norm and the two of the one layer traced
         # for the stack's layers as oneDNN's (not the last layer's: its norms take the
