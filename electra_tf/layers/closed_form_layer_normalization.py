@@ -74,13 +74,13 @@ def normalize_for_inference(x, gamma, beta, epsilon):
     costs ~0.15 ms a call; TensorFlow's separate passes slow down past 256 rows, once they
     use both cores. Where oneDNN is off, the same graph runs Eigen's batch norm with NCHW
     transposes, 2-5x slower than `normalize_centered`."""
-    onednn = onednn_at_run_time()
     shape = sequence_shape()
     if (shape is None or x.shape.rank != 3 or x.shape[-1] is None
             or x.dtype != tf.float32 or not isinstance(epsilon, float)):
         return normalize_centered(x, gamma, beta, epsilon)
     if onednn_layer_norms_wanted() and x.shape[:2].num_elements() is None:
         return onednn_layer_normalization(x, gamma, beta, epsilon)
+    onednn = onednn_at_run_time()
     if onednn is None:
         return normalize_centered(x, gamma, beta, epsilon)
     return tf.cond(tf.logical_and(onednn, shape[0] * shape[1] >= ONEDNN_LAYER_NORM_MIN_ROWS),
