@@ -89,17 +89,18 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
                                                "label_id": ("DT_INT32", (-1,)),
                                                "label": ("DT_STRING", (-1,))}
 
-    # Every weight saved once (tracking the Keras model too would save each one twice),
-    # and the scalar the oneDNN trial reads as the export loads (`OneDnnTrialAtLoad`).
-    saved = sum(int(np.prod(shape)) for name, shape in
-                tf.train.list_variables(str(path / "variables" / "variables"))
-                if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    # Every weight saved once, as a constant of the graph (`weights_as_constants`); the
+    # checkpoint holds only the scalar the oneDNN trial reads as the export loads
+    # (`OneDnnTrialAtLoad`).
+    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
+    assert saved_values(path) == 1
     model = load_finetuned(str(finetuned / "cls")).model
-    assert saved == sum(int(np.prod(v.shape)) for v in model.variables) + 1
+    constants = sum(len(node.attr["value"].tensor.tensor_content)
+                    for node in graph.meta_graphs[0].graph_def.node if node.op == "Const")
+    assert serving.weights_bytes(model) <= constants < serving.weights_bytes(model) + 2 ** 16
 
     # Traced for inference: no hand-written gradients, the layer norms in their cheaper
     # order (`normalize_for_inference`: no SquaredDifference).
-    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
     nodes = [node for function in graph.meta_graphs[0].graph_def.library.function
              for node in function.node_def]
     assert not any("_gradient_op_type" in node.attr for node in nodes)
@@ -116,6 +117,28 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
         assert set(request.inputs) == {"text", "text_pair"}
         batch_sizes.append(tf.make_ndarray(request.inputs["text"]).shape[0])
     assert tuple(batch_sizes) == serving.WARMUP_BATCH_SIZES
+
+
+def test_a_model_over_the_frozen_weights_limit_serves_the_same_from_variables(
+        finetuned, exported, tmp_path, monkeypatch):
+    monkeypatch.setattr(serving, "FROZEN_WEIGHTS_MAX_BYTES", 0)
+    export_lib.export_classifier(str(finetuned / "cls"), str(tmp_path / "cls" / "1"))
+    path = tmp_path / "cls" / "1"
+    # Every weight saved once (tracking the Keras model too would save each one twice),
+    # and the trial's scalar.
+    model = load_finetuned(str(finetuned / "cls")).model
+    assert saved_values(path) == sum(int(np.prod(v.shape)) for v in model.variables) + 1
+    outputs, = session_predict([{"path": path, "feeds": {"text": TEXTS, "text_pair": PAIRS}}])
+    frozen = exported[1]["cls"]
+    np.testing.assert_allclose(outputs["probabilities"], frozen["probabilities"], atol=1e-6)
+    assert outputs["label"] == frozen["label"]
+
+
+def saved_values(path) -> int:
+    """How many values a version's checkpoint holds."""
+    return sum(int(np.prod(shape)) for name, shape in
+               tf.train.list_variables(str(path / "variables" / "variables"))
+               if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
 
 
 def test_regression_and_tagging_signatures(finetuned, exported):
