@@ -644,6 +644,33 @@ def test_export_serving_answers_raw_strings_as_predict_does(fitted, tmp_path):
         result = clf.export_serving(str(tmp_path / "sentiment"))
     assert result["version"] == 1 and converted == []  # its graphs traced as written
     expected = clf.predict(texts[:4], verbose=0)
+    probabilities, labels = served(result["path"], texts[:4], tmp_path)
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+    assert labels == [["neg", "pos"][i] for i in expected.argmax(-1)]
+
+
+def test_export_serving_builds_a_model_made_from_a_config_first(fitted, tmp_path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from electra_tf.models import serving
+
+    clf, texts, _ = fitted
+    fresh = electra_tf.ElectraTextClassifier(
+        electra_tf.ElectraEncoder.from_config(clf.encoder.get_config()), 2, clf.preprocessor)
+    assert not fresh.built
+    result = fresh.export_serving(str(tmp_path / "fresh"))
+    # Its weights as constants of the graph, not their initializers traced into it.
+    graph = saved_model_pb2.SavedModel.FromString(
+        open(f"{result['path']}/saved_model.pb", "rb").read()).meta_graphs[0].graph_def
+    assert sum(len(node.attr["value"].tensor.tensor_content) for node in graph.node
+               if node.op == "Const") >= serving.weights_bytes(fresh)
+    probabilities, _ = served(result["path"], texts[:4], tmp_path)
+    np.testing.assert_allclose(probabilities, fresh.predict(texts[:4], verbose=0), atol=1e-5)
+
+
+def served(path, texts, tmp_path):
+    """(probabilities, labels) of a TF Serving version's `serving_default` on `texts`,
+    through the TF1 session loader in a fresh process."""
     code = """
 import json, sys
 import numpy as np
@@ -658,11 +685,9 @@ with tf.compat.v1.Session(graph=tf.Graph()) as session:
 np.save(sys.argv[3], out["probabilities"])
 print(json.dumps([x.decode() for x in out["label"]]))
 """
-    labels = json.loads(run_command("python", "-c", code, result["path"],
-                                    json.dumps(texts[:4]),
+    labels = json.loads(run_command("python", "-c", code, path, json.dumps(texts),
                                     tmp_path / "out.npy").stdout.splitlines()[-1])
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5)
-    assert labels == [["neg", "pos"][i] for i in expected.argmax(-1)]
+    return np.load(tmp_path / "out.npy"), labels
 
 
 def test_a_fine_tuned_run_loads_ready_to_predict(finetuned):

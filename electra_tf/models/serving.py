@@ -64,9 +64,12 @@ def weights_as_constants(model):
     if not weights_frozen(model):
         yield
         return
-    with keras.StatelessScope(state_mapping=[(v, tf.constant(v.numpy()))
-                                             for v in model.variables]):
+    weights = [(v, tf.constant(v.numpy())) for v in model.variables]
+    with keras.StatelessScope(state_mapping=weights):
         yield
+    if len(model.variables) != len(weights):  # their initializers would be in the graph
+        raise ValueError(f"{type(model).__name__} created weights while its export traced: "
+                         "build it (one forward pass) before exporting it.")
 
 
 def serving_module(model, signatures: dict, tokenizer):

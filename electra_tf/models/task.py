@@ -491,6 +491,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         if self.preprocessor is None:
             raise ConfigError("This model has no preprocessor, so it cannot take raw "
                               "strings: give it one (ElectraPreprocessor) to export it.")
+        # Every weight before the trace, which reads them as constants (and creates none).
+        self.build_weights()
         return serving.write_serving_version(self, self.serving_signatures(),
                                              self.preprocessor.tokenizer, output,
                                              model_name, versions)
