@@ -19,6 +19,7 @@ from conftest import DEMO, autograph_conversions, run_command
 from electra_tf.errors import ConfigError
 from electra_tf.models.packed_batches import PackedBatches
 from electra_tf.training.optimization import AdamWeightDecay
+from saved_models import session_predict
 
 
 def _sentiment(n):
@@ -644,9 +645,9 @@ def test_export_serving_answers_raw_strings_as_predict_does(fitted, tmp_path):
         result = clf.export_serving(str(tmp_path / "sentiment"))
     assert result["version"] == 1 and converted == []  # its graphs traced as written
     expected = clf.predict(texts[:4], verbose=0)
-    probabilities, labels = served(result["path"], texts[:4], tmp_path)
-    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
-    assert labels == [["neg", "pos"][i] for i in expected.argmax(-1)]
+    outputs, = session_predict([{"path": result["path"], "feeds": {"text": texts[:4]}}])
+    np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5)
+    assert outputs["label"] == [["neg", "pos"][i] for i in expected.argmax(-1)]
 
 
 def test_export_serving_builds_a_model_made_from_a_config_first(fitted, tmp_path):
@@ -664,30 +665,9 @@ def test_export_serving_builds_a_model_made_from_a_config_first(fitted, tmp_path
         open(f"{result['path']}/saved_model.pb", "rb").read()).meta_graphs[0].graph_def
     assert sum(len(node.attr["value"].tensor.tensor_content) for node in graph.node
                if node.op == "Const") >= serving.weights_bytes(fresh)
-    probabilities, _ = served(result["path"], texts[:4], tmp_path)
-    np.testing.assert_allclose(probabilities, fresh.predict(texts[:4], verbose=0), atol=1e-5)
-
-
-def served(path, texts, tmp_path):
-    """(probabilities, labels) of a TF Serving version's `serving_default` on `texts`,
-    through the TF1 session loader in a fresh process."""
-    code = """
-import json, sys
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the tokenizer's ops)
-tf.compat.v1.disable_eager_execution()
-with tf.compat.v1.Session(graph=tf.Graph()) as session:
-    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[1])
-    signature = meta.signature_def["serving_default"]
-    fetch = {k: v.name for k, v in signature.outputs.items()}
-    out = session.run(fetch, {signature.inputs["text"].name: json.loads(sys.argv[2])})
-np.save(sys.argv[3], out["probabilities"])
-print(json.dumps([x.decode() for x in out["label"]]))
-"""
-    labels = json.loads(run_command("python", "-c", code, path, json.dumps(texts),
-                                    tmp_path / "out.npy").stdout.splitlines()[-1])
-    return np.load(tmp_path / "out.npy"), labels
+    outputs, = session_predict([{"path": result["path"], "feeds": {"text": texts[:4]}}])
+    np.testing.assert_allclose(outputs["probabilities"], fresh.predict(texts[:4], verbose=0),
+                               atol=1e-5)
 
 
 def test_a_fine_tuned_run_loads_ready_to_predict(finetuned):
