@@ -29,6 +29,9 @@ def define_flags():
                          "directory, the new one included, removing older ones (0: keep all).")
     flags.DEFINE_string("model_name", None, "Model name in the warm-up requests (default: the "
                         "base directory's name, as in models.config).")
+    flags.DEFINE_bool("constant_weights", False, "Write the weights into the graph as "
+                      "constants: small requests 5-10% faster, but the server holds ~10x the "
+                      "weights in memory (models of up to 1 GiB of weights).")
 
 
 def run(argv):
@@ -37,7 +40,8 @@ def run(argv):
     from electra_tf.export import classifier as export_lib
 
     result = export_lib.export_classifier(FLAGS.checkpoint, FLAGS.output, FLAGS.trial,
-                                          FLAGS.versions, FLAGS.model_name)
+                                          FLAGS.versions, FLAGS.model_name,
+                                          FLAGS.constant_weights)
     print(f"Model {result['model_name']!r} version {result['version']}: {result['path']}")
     print(f"Signatures: {', '.join(result['signatures'])}")
     if result["removed"]:

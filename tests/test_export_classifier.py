@@ -89,18 +89,14 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
                                                "label_id": ("DT_INT32", (-1,)),
                                                "label": ("DT_STRING", (-1,))}
 
-    # Every weight saved once, as a constant of the graph (`weights_as_constants`); the
-    # checkpoint holds only the scalar the oneDNN trial reads as the export loads
-    # (`OneDnnTrialAtLoad`).
-    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
-    assert saved_values(path) == 1
+    # Every weight saved once (tracking the Keras model too would save each one twice),
+    # and the scalar the oneDNN trial reads as the export loads (`OneDnnTrialAtLoad`).
     model = load_finetuned(str(finetuned / "cls")).model
-    constants = sum(len(node.attr["value"].tensor.tensor_content)
-                    for node in graph.meta_graphs[0].graph_def.node if node.op == "Const")
-    assert serving.weights_bytes(model) <= constants < serving.weights_bytes(model) + 2 ** 16
+    assert saved_values(path) == sum(int(np.prod(v.shape)) for v in model.variables) + 1
 
     # Traced for inference: no hand-written gradients, the layer norms in their cheaper
     # order (`normalize_for_inference`: no SquaredDifference).
+    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
     nodes = [node for function in graph.meta_graphs[0].graph_def.library.function
              for node in function.node_def]
     assert not any("_gradient_op_type" in node.attr for node in nodes)
@@ -119,19 +115,31 @@ def test_signatures_are_concrete_and_warmup_requests_parse(finetuned, exported):
     assert tuple(batch_sizes) == serving.WARMUP_BATCH_SIZES
 
 
-def test_a_model_over_the_frozen_weights_limit_serves_the_same_from_variables(
-        finetuned, exported, tmp_path, monkeypatch):
-    monkeypatch.setattr(serving, "FROZEN_WEIGHTS_MAX_BYTES", 0)
-    export_lib.export_classifier(str(finetuned / "cls"), str(tmp_path / "cls" / "1"))
+def test_constant_weights_are_in_the_graph_and_serve_the_same(finetuned, exported,
+                                                               tmp_path, monkeypatch):
     path = tmp_path / "cls" / "1"
-    # Every weight saved once (tracking the Keras model too would save each one twice),
-    # and the trial's scalar.
-    model = load_finetuned(str(finetuned / "cls")).model
-    assert saved_values(path) == sum(int(np.prod(v.shape)) for v in model.variables) + 1
+    run_command("python", ROOT / "export" / "export_classifier.py", "--checkpoint",
+                finetuned / "cls", "--output", path, "--constant_weights")
+    # Every weight saved once, as a constant of the graph (`weights_as_constants`); the
+    # checkpoint holds only the trial's scalar.
+    assert saved_values(path) == 1
+    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
+    constants = sum(len(node.attr["value"].tensor.tensor_content)
+                    for node in graph.meta_graphs[0].graph_def.node if node.op == "Const")
+    weights = serving.weights_bytes(load_finetuned(str(finetuned / "cls")).model)
+    assert weights <= constants < weights + 2 ** 16
     outputs, = session_predict([{"path": path, "feeds": {"text": TEXTS, "text_pair": PAIRS}}])
-    frozen = exported[1]["cls"]
-    np.testing.assert_allclose(outputs["probabilities"], frozen["probabilities"], atol=1e-6)
-    assert outputs["label"] == frozen["label"]
+    on_variables = exported[1]["cls"]
+    np.testing.assert_allclose(outputs["probabilities"], on_variables["probabilities"],
+                               atol=1e-6)
+    assert outputs["label"] == on_variables["label"]
+
+    # A model too large for a graph's protocol buffer is refused before anything is written.
+    monkeypatch.setattr(serving, "CONSTANT_WEIGHTS_MAX_BYTES", 1024)
+    with pytest.raises(ConfigError, match="without constant weights"):
+        export_lib.export_classifier(str(finetuned / "cls"), str(tmp_path / "big"),
+                                     constant_weights=True)
+    assert not (tmp_path / "big").exists()
 
 
 def saved_values(path) -> int:

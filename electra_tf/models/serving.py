@@ -6,8 +6,8 @@ replays before it marks the version available, so the first real request does no
 graph initialisation. Every signature input and output is a dense tensor, so TF Serving's
 REST and gRPC APIs can carry them.
 
-The model's weights are constants of the graph, not variables, up to
-`FROZEN_WEIGHTS_MAX_BYTES` (`weights_as_constants` says why).
+With `constant_weights`, the model's weights are constants of the graph, not variables
+(`weights_as_constants` says when that pays).
 """
 
 import contextlib
@@ -28,10 +28,10 @@ from electra_tf.layers.onednn_trial_at_load import OneDnnTrialAtLoad
 # The batch sizes the example batching config allows (export/serving/batching.config).
 WARMUP_BATCH_SIZES = (1, 8, 32)
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-# The most bytes of weights a version holds as constants of its graph; larger models keep
-# them as variables. A SavedModel's graph is one protocol buffer, which cannot exceed 2 GiB:
-# ELECTRA-Base's weights take 0.44 GB, ELECTRA-Large's 1.34.
-FROZEN_WEIGHTS_MAX_BYTES = 2 ** 30
+# The most bytes of weights a version holds as constants of its graph: a SavedModel's graph
+# is one protocol buffer, which cannot exceed 2 GiB. ELECTRA-Base's weights take 0.44 GB,
+# ELECTRA-Large's 1.34.
+CONSTANT_WEIGHTS_MAX_BYTES = 2 ** 30
 
 
 class Reusable(tf.__internal__.tracking.AutoTrackable):
@@ -43,15 +43,9 @@ def weights_bytes(model) -> int:
     return sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in model.variables)
 
 
-def weights_frozen(model) -> bool:
-    """Whether a version of `model` holds its weights as constants (`weights_as_constants`)."""
-    return weights_bytes(model) <= FROZEN_WEIGHTS_MAX_BYTES
-
-
 @contextlib.contextmanager
 def weights_as_constants(model):
-    """Within, functions traced read `model`'s weights as constants of their graph, where
-    `weights_frozen(model)`; else as its variables.
+    """Within, functions traced read `model`'s weights as constants of their graph.
 
     Why: a server then reads no variable per request (ELECTRA-Small's graph had ~400
     variable handles and reads of ~2,500 nodes a short request), and oneDNN keeps a
@@ -59,11 +53,13 @@ def weights_as_constants(model):
     session loader, alternating with the same version on variables (ms, 2-core Sapphire
     Rapids): one short text 5.80 against 6.09 and 6.52 against 6.91, 48 words 11.2 against
     12.6, one long text 18.2 against 19.4, 8 short texts 20.4 against 21.2; from 32 short
-    texts (~640 rows) level. The first request, which pays graph optimisation, takes ~0.4 s
-    longer. Same outputs."""
-    if not weights_frozen(model):
-        yield
-        return
+    texts (~640 rows) level. Same outputs.
+
+    Why not always: the server then holds ~10 times the weights in memory (Grappler folds
+    the constants into every form a request may take, and the session keeps its graphs):
+    ELECTRA-Small's classifier 800-816 MiB above the process's start against 306-323 on
+    variables, with oneDNN or without; and its first request, which pays graph
+    optimisation, takes ~0.4 s longer."""
     weights = [(v, tf.constant(v.numpy())) for v in model.variables]
     with keras.StatelessScope(state_mapping=weights):
         yield
@@ -72,10 +68,11 @@ def weights_as_constants(model):
                          "build it (one forward pass) before exporting it.")
 
 
-def serving_module(model, signatures: dict, tokenizer):
-    """The SavedModel object of a task `model` serving `signatures` through `tokenizer`."""
+def serving_module(model, signatures: dict, tokenizer, constant_weights: bool = False):
+    """The SavedModel object of a task `model` serving `signatures` through `tokenizer`
+    (without its weights where they are to be `constant_weights`)."""
     module = Reusable()
-    if not weights_frozen(model):
+    if not constant_weights:
         # The graphs' variables, saved once each as plain tf.Variables. (Tracking the
         # Keras model too would save every weight a second time, as Keras variable
         # objects.)
@@ -137,10 +134,11 @@ def write_warmup_requests(path: str, model_name: str, signature_name: str,
 
 
 def write_serving_version(model, signatures: dict, tokenizer, output: str, model_name=None,
-                          versions: int = 0) -> dict:
+                          versions: int = 0, constant_weights: bool = False) -> dict:
     """Saves `model`'s `signatures` ({name: tf.function}, "serving_default" first), which
     tokenize with `tokenizer` (a keras-hub WordPiece tokenizer), as a new TF Serving
-    version; the vocab goes to its `assets/vocab.txt`.
+    version; the vocab goes to its `assets/vocab.txt`. `constant_weights` writes the
+    weights into the graph (`weights_as_constants`: faster small requests, more memory).
 
     `output` is a version directory (`.../sentiment/1`) or a model base directory (the next
     version is taken). `versions` > 0 keeps only that many newest versions (the new one
@@ -149,15 +147,21 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     """
     if versions < 0:
         raise ConfigError(f"--versions must be >= 0 (0 keeps all); got {versions}.")
+    if constant_weights and weights_bytes(model) > CONSTANT_WEIGHTS_MAX_BYTES:
+        raise ConfigError(
+            f"The model's weights take {weights_bytes(model) / 2 ** 30:.2f} GiB, more than "
+            f"the {CONSTANT_WEIGHTS_MAX_BYTES / 2 ** 30:.0f} GiB a SavedModel's graph can "
+            "hold as constants: export it without constant weights.")
     base, version = resolve_version(output)
     model_name = model_name or os.path.basename(os.path.abspath(base))
-    module = serving_module(model, signatures, tokenizer)
+    module = serving_module(model, signatures, tokenizer, constant_weights)
     path = os.path.join(base, str(version))
     os.makedirs(base, exist_ok=True)
     with files.atomic_directory(path) as partial:
         # The signatures are traced here; TF Serving never differentiates them.
         with export_tracing(), inference_only(), onednn_trial_at_load(module.onednn_trial), (
-                weights_as_constants(model)):
+                weights_as_constants(model) if constant_weights
+                else contextlib.nullcontext()):
             tf.saved_model.save(module, partial, signatures=signatures)
         files.write_text(os.path.join(partial, "assets", "vocab.txt"),
                          "".join(token + "\n" for token in tokenizer.vocabulary))

@@ -484,10 +484,13 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
                           "encoder (electra-export-encoder) and decode its outputs "
                           "client-side.")
 
-    def export_serving(self, output: str, model_name=None, versions: int = 0) -> dict:
+    def export_serving(self, output: str, model_name=None, versions: int = 0,
+                       constant_weights: bool = False) -> dict:
         """Writes a TF Serving version (raw strings in, see `serving_signatures`) under the
         model base directory `output` (the next version) or into the version directory
-        `output/<n>`; as `electra-export-classifier` does."""
+        `output/<n>`; as `electra-export-classifier` does. `constant_weights`: the weights
+        in the graph, for faster small requests at more memory
+        (`serving.weights_as_constants`)."""
         if self.preprocessor is None:
             raise ConfigError("This model has no preprocessor, so it cannot take raw "
                               "strings: give it one (ElectraPreprocessor) to export it.")
@@ -495,7 +498,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         self.build_weights()
         return serving.write_serving_version(self, self.serving_signatures(),
                                              self.preprocessor.tokenizer, output,
-                                             model_name, versions)
+                                             model_name, versions, constant_weights)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, sequence_length=128, **kwargs):
