@@ -57,7 +57,7 @@ def weights_as_constants(model):
 
     Why not always: the server then holds ~10 times the weights in memory (Grappler folds
     the constants into every form a request may take, and the session keeps its graphs):
-    ELECTRA-Small's classifier 800-816 MiB above the process's start against 306-323 on
+    ELECTRA-Small's classifier 803-816 MiB above the process's start against 306-323 on
     variables, with oneDNN or without; and its first request, which pays graph
     optimisation, takes ~0.4 s longer."""
     weights = [(v, tf.constant(v.numpy())) for v in model.variables]
