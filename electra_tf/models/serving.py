@@ -147,9 +147,10 @@ def write_serving_version(model, signatures: dict, tokenizer, output: str, model
     """
     if versions < 0:
         raise ConfigError(f"--versions must be >= 0 (0 keeps all); got {versions}.")
-    if constant_weights and weights_bytes(model) > CONSTANT_WEIGHTS_MAX_BYTES:
+    size = weights_bytes(model) if constant_weights else 0
+    if size > CONSTANT_WEIGHTS_MAX_BYTES:
         raise ConfigError(
-            f"The model's weights take {weights_bytes(model) / 2 ** 30:.2f} GiB, more than "
+            f"The model's weights take {size / 2 ** 30:.2f} GiB, more than "
             f"the {CONSTANT_WEIGHTS_MAX_BYTES / 2 ** 30:.0f} GiB a SavedModel's graph can "
             "hold as constants: export it without constant weights.")
     base, version = resolve_version(output)
