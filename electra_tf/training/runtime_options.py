@@ -38,14 +38,16 @@ class RuntimeOptions:
     # the same function, computed in float32; exports are unaffected.
     fused_layer_norm: Optional[bool] = None
 
-    def for_run(self, fixed_shapes: bool) -> "RuntimeOptions":
+    def for_run(self, few_shapes: bool) -> "RuntimeOptions":
         """These options, each training kernel left unset (None) turned on if the run's
-        batches all have one shape (pretraining) and off if not (fine-tuning: each batch
-        ends after its longest example). XLA compiles a kernel for every shape it meets: one
-        fine-tuning epoch on the demo sentiment texts compiled 597 for a `tiny` model and
-        took ELECTRA-Small 179 s instead of 92 (docs/results.md, twentieth pass)."""
+        batches come in few shapes and off if not. XLA compiles a kernel for every shape it
+        meets: one fine-tuning epoch on the demo sentiment texts, each batch ending after
+        its longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
+        instead of 92 (docs/results.md, twentieth pass). Pretraining's batches have one
+        shape; fine-tuning's on long inputs (`models.task.LONG_INPUT_LENGTH`) end at one of a
+        few lengths (`models.task.bucketed_length`)."""
         return dataclasses.replace(self, **{
-            name: fixed_shapes if getattr(self, name) is None else getattr(self, name)
+            name: few_shapes if getattr(self, name) is None else getattr(self, name)
             for name in ("fused_gelu", "fused_dropout", "fused_layer_norm")})
 
     @property
