@@ -689,3 +689,62 @@ def test_user_compiled_optimizer_is_kept(pretrained_dir):
     clf.fit(texts, labels, batch_size=8, verbose=0)
     assert isinstance(clf.optimizer, keras.optimizers.SGD)
     assert isinstance(clf.predict(tf.constant(texts[:2]), verbose=0), np.ndarray)
+
+
+def test_long_inputs_train_with_the_training_kernels_at_bucketed_lengths(pretrained_dir,
+                                                                          monkeypatch):
+    """Inputs packed to `LONG_INPUT_LENGTH` positions or more: `fit` runs the training
+    kernels (XLA), each batch cut at a bucketed length, and trains as the layers' own
+    kernels do on exact lengths; after `fit` the layers are their own again. Shorter
+    packings keep their kernels and lengths."""
+    from electra_tf.layers import activations, fused_layer_normalization
+    from electra_tf.models import task
+    from electra_tf.training.runtime import runs_training_kernels
+    from electra_tf.training.runtime_options import RuntimeOptions
+    from conftest import traces
+
+    monkeypatch.setattr(task, "LONG_INPUT_LENGTH", 48)  # the tiny model has 128 positions
+    texts, labels = _sentiment(16)
+    kernels = (activations._gelu, fused_layer_normalization._forward)
+    during = []
+
+    def trained(sequence_length, training_kernels=None):
+        keras.utils.set_random_seed(0)
+        clf = electra_tf.ElectraTextClassifier.from_pretrained(
+            pretrained_dir, label_names=["neg", "pos"], sequence_length=sequence_length,
+            dropout=0.0)
+        for layer in clf.encoder._flatten_layers():
+            if isinstance(layer, keras.layers.Dropout):
+                layer.rate = 0.0  # the kernels' dropout draws other masks
+        if training_kernels is not None:
+            clf.training_kernels = training_kernels
+        nine = {"input_mask": tf.constant([[1] * 9 + [0] * (sequence_length - 9)])}
+        seen = keras.callbacks.LambdaCallback(on_train_batch_end=lambda *_, **__: during.append(
+            (runs_training_kernels(clf.encoder),
+             clf.cut_padding_tail(nine)["input_mask"].shape[1])))
+        history = clf.fit(texts, labels, batch_size=8, epochs=2, verbose=0, callbacks=[seen])
+        assert not runs_training_kernels(clf.encoder)
+        return clf, history.history["loss"]
+
+    before = traces(*kernels)
+    reference, reference_loss = trained(48, RuntimeOptions(
+        fused_gelu=False, fused_dropout=False, fused_layer_norm=False))
+    assert traces(*kernels) == before and during == [(False, 9)] * 4  # turned off
+    short, _ = trained(40)
+    assert traces(*kernels) == before and during[4:] == [(False, 9)] * 4  # too short
+    long, long_loss = trained(48)
+    assert all(now > then for now, then in zip(traces(*kernels), before))
+    assert during[8:] == [(True, 16)] * 4
+    np.testing.assert_allclose(long_loss, reference_loss, rtol=1e-4)
+    batch = reference.preprocessor(texts[:4])
+    np.testing.assert_allclose(long(batch), reference(batch), atol=1e-4)
+
+    # The lengths: the last real token's position rounded up to a multiple of 8 up to
+    # 128, of 32 beyond, within the packed length.
+    lengths = {1: 8, 8: 8, 9: 16, 128: 128, 129: 160, 250: 256, 383: 384, 290: 300}
+    for last, expected in lengths.items():
+        full = 300 if last == 290 else 384
+        mask = tf.constant([[1] * last + [0] * (full - last)])
+        cut = task.without_padding_tail({"input_mask": mask}, bucketed=True)["input_mask"]
+        assert cut.shape[1] == expected, last
+    assert task.without_padding_tail({"input_mask": mask})["input_mask"].shape[1] == 290

@@ -75,7 +75,7 @@ def test_the_tagger_reads_up_to_the_last_real_token_with_the_same_logits(pretrai
     assert not cut[:, lengths[0]:].any()
     answers = [tagger.evaluate(words, tags, verbose=0, return_dict=True),
                tagger.predict(words, verbose=0)]
-    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length: inputs)
+    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length, **_: inputs)
     whole = tagger(packed, training=False).numpy()
     assert lengths[-1] == 24
     real = packed["input_mask"].numpy().astype(bool)
@@ -122,7 +122,7 @@ def test_the_question_answerer_reads_up_to_the_last_real_token_with_the_same_out
     _, short = qa.features(["a"], ["b"])
     assert short.inputs["input_mask"].sum() < qa.beam_size
     assert qa.predict((["a"], ["b"]), verbose=0)[0] in ("", "b")
-    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length: inputs)
+    monkeypatch.setattr(task, "without_padding_tail", lambda inputs, min_length, **_: inputs)
     whole = [qa(x, training=False) for x in (inputs, training)]
     real = inputs["input_mask"].astype(bool)
     for cut_outputs, whole_outputs in zip(cut, whole):

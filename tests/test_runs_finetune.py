@@ -186,8 +186,30 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
                             epochs=1), pretrained_dir, train, None, str(tmp_path / "out"))
     assert traces(*kernels) == before
-    told = RuntimeOptions(fused_dropout=True).for_run(fixed_shapes=False)
+    told = RuntimeOptions(fused_dropout=True).for_run(few_shapes=False)
     assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (True, False, False)
+
+
+
+def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
+        pretrained_dir, tmp_path, monkeypatch):
+    """From `LONG_INPUT_LENGTH` positions (`ElectraTask.fit` says why) a fine-tuning run
+    traces the training kernels, but for those its options turn off."""
+    from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
+    from electra_tf.models import task
+    from electra_tf.runs import finetune as finetune_run
+
+    for module in (finetune_run, task):  # the tiny model has 128 positions
+        monkeypatch.setattr(module, "LONG_INPUT_LENGTH", 32)
+    kernels = (activations._gelu, fused_layer_normalization._forward,
+               fused_dropout._dropout_mask)
+    before = traces(*kernels)
+    train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
+    finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
+                            epochs=1), pretrained_dir, train, train, str(tmp_path / "out"),
+             runtime=RuntimeOptions(fused_dropout=False))
+    gelu, norm, dropout = (now - then for now, then in zip(traces(*kernels), before))
+    assert gelu > 0 and norm > 0 and dropout == 0
 
 
 def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,

@@ -21,6 +21,7 @@ from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models.finetuned import build_task_model
+from electra_tf.models.task import LONG_INPUT_LENGTH
 from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
@@ -94,7 +95,7 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     the no-pretraining baseline. `strategy` defaults to the one `runtime` names;
     `cfg.batch_size` is the global batch.
     """
-    runtime = (runtime or RuntimeOptions()).for_run(fixed_shapes=False).validated()
+    runtime = (runtime or RuntimeOptions()).validated()
     if runtime.strategy == "multi_worker":
         raise ConfigError("Fine-tuning runs on one machine: use --strategy mirrored (all "
                           "local GPUs) or tpu; multi_worker is for pretraining.")
@@ -109,6 +110,8 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     pretrained = run_dir.open_pretrained(init_checkpoint)
     encoder_config = pretrained.config
     cfg = cfg.resolved(encoder_config, task)
+    # The training kernels, as `ElectraTask.fit` chooses them for inputs of this length.
+    runtime = runtime.for_run(few_shapes=cfg.max_seq_length >= LONG_INPUT_LENGTH)
     if cfg.max_seq_length > encoder_config.max_position_embeddings:
         raise ConfigError(f"--max_seq_length={cfg.max_seq_length} exceeds the encoder's "
                           f"{encoder_config.max_position_embeddings} positions.")
@@ -181,6 +184,7 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
         model = build_task_model(model_info["class_name"], encoder, model_info["head_config"])
         model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
     runtime_lib.use_training_kernels(model, runtime)
+    model.training_kernels = runtime  # `fit` takes these, not its own choice
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     optimizer = create_finetuning_optimizer(
         model, encoder, steps, cfg.learning_rate, cfg.layerwise_decay, cfg.warmup_proportion,

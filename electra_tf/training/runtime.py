@@ -23,8 +23,9 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.fused_dropout import use_fused_dropout
-from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
+from electra_tf.layers.fused_dropout import FusedDropout, use_fused_dropout
+from electra_tf.layers.fused_layer_normalization import (FusedLayerNormalization,
+                                                           use_fused_layer_norms)
 from electra_tf.tf_runtime import accelerator_visible, bfloat16_products_accumulate_in_float32
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
 
@@ -148,6 +149,13 @@ def use_training_kernels(model, options: RuntimeOptions) -> list:
                 changed.append((layer, "activation", gelu))
                 layer.activation = fused_gelu
     return changed
+
+
+def runs_training_kernels(model) -> bool:
+    """Whether a built `model` runs any of the training kernels (`use_training_kernels`)."""
+    return any(isinstance(layer, (FusedDropout, FusedLayerNormalization))
+               or getattr(layer, "activation", None) is fused_gelu
+               for layer in model._flatten_layers())
 
 
 @contextlib.contextmanager
