@@ -11,7 +11,8 @@ Three tasks, batches of 16 (`--batch_size`), the demo sentiment texts (`--tasks`
   passages of the demo corpus, windows of 384 pieces.
 Ours: `ElectraTextClassifier` / `ElectraTokenClassifier` / `ElectraQuestionAnswerer`
 `.fit` on the raw inputs (the official recipe's optimizer; the encoder reads each batch up
-to its last real token). Torch: `ElectraForSequenceClassification` /
+to its last real token; QA's 384-piece windows with the training kernels, each batch's
+length bucketed: `ElectraTask.fit`). Torch: `ElectraForSequenceClassification` /
 `...ForTokenClassification` / `...ForQuestionAnswering` with the same encoder weights,
 the fast tokenizer padding each batch to its longest example (Hugging Face's
 `DataCollatorWithPadding`; its QA example script pads to 384 by default, which would be
