@@ -184,8 +184,10 @@ def define_runtime_flags() -> None:
                       "GPUs. Variables and losses stay float32.")
     flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA (measure "
                       "first: on CPUs it can be much slower).")
-    kernels = ("Default: on for pretraining, off for fine-tuning (its batches change shape, "
-               "and XLA compiles the kernels again for every new one).")
+    kernels = ("Default: on for pretraining and for fine-tuning with --max_seq_length of 256 "
+               "or more (each batch's length then rounded up to a multiple of 8, of 32 "
+               "beyond 128), off for shorter fine-tuning (its batches change shape, and XLA "
+               "compiles the kernels again for every new one).")
     flags.DEFINE_bool("fused_gelu", None, "Run the encoders' exact GELU as two small XLA "
                       "kernels (forward, backward): same values, faster on CPUs. "
                       "--nofused_gelu for TensorFlow's separate ops. " + kernels)
