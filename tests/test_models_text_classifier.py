@@ -490,6 +490,31 @@ print("ok")
     assert result.stdout.splitlines()[-1] == "ok"
 
 
+
+def test_fit_under_a_mirrored_strategy_with_the_official_recipe_and_long_inputs(
+        pretrained_dir):
+    """A model made in a strategy's scope fits outside it with the official recipe (its
+    optimizer made in the model's strategy); inputs packed long enough train with the
+    training kernels on both replicas, and the model runs its own layers afterwards."""
+    code = MIRRORED_CLASSIFIER + """
+import keras
+from electra_tf.models import task
+from electra_tf.training.runtime import runs_training_kernels
+task.LONG_INPUT_LENGTH = 16  # the tiny model has 128 positions
+during = []
+seen = keras.callbacks.LambdaCallback(on_train_batch_end=lambda *_, **__: during.append(
+    runs_training_kernels(clf.encoder)))
+texts = ["a fine film", "dull", "it was long", "great fun"] * 4
+history = clf.fit(texts, [1, 0, 0, 1] * 4, batch_size=8, epochs=1, verbose=0,
+                  callbacks=[seen])
+assert np.isfinite(history.history["loss"][0]) and during == [True, True], during
+assert not runs_training_kernels(clf.encoder)
+assert clf.optimizer._distribution_strategy is strategy
+print("ok")
+"""
+    result = run_command("python", "-c", code, pretrained_dir)
+    assert result.stdout.splitlines()[-1] == "ok"
+
 def test_the_preprocessor_takes_a_list_as_a_batch_and_a_tuple_as_pairs(fitted):
     preprocessor = fitted[0].preprocessor
     batch = preprocessor(["a fine film", "dull"])["input_word_ids"]

@@ -469,12 +469,15 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
 
     def compile_official_recipe(self, total_steps: int, **recipe) -> None:
         """Compiles with `official_optimizer(total_steps, **recipe)` and the loss and
-        metrics of the last `compile`; a later `fit` keeps this optimizer."""
+        metrics of the last `compile`; a later `fit` keeps this optimizer. Under the
+        model's distribution strategy: `fit` calls this outside its scope, and an
+        optimizer made outside cannot build the model's variables."""
         self.build_weights()
         if not hasattr(self, "_compile_arguments"):  # built with compile=False
             self.compile()
-        super().compile(optimizer=self.official_optimizer(total_steps, **recipe),
-                        **self._compile_arguments)
+        with self.distribute_strategy.scope():
+            super().compile(optimizer=self.official_optimizer(total_steps, **recipe),
+                            **self._compile_arguments)
         self.uses_official_recipe = False
 
     def official_optimizer(self, total_steps: int, learning_rate=None, layerwise_decay=None,
