@@ -183,8 +183,7 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
                                        runtime.encoder_activation)
         model = build_task_model(model_info["class_name"], encoder, model_info["head_config"])
         model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
-    runtime_lib.use_training_kernels(model, runtime)
-    model.training_kernels = runtime  # `fit` takes these, not its own choice
+    model.training_kernels = runtime  # `fit` runs these (its callbacks too), not its own choice
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     optimizer = create_finetuning_optimizer(
         model, encoder, steps, cfg.learning_rate, cfg.layerwise_decay, cfg.warmup_proportion,
