@@ -72,6 +72,41 @@ def test_fit_takes_a_dataset_as_it_comes(pretrained_dir):
     assert int(clf.optimizer.iterations) == 2 and np.isfinite(history.history["loss"][0])
 
 
+def test_fit_reads_one_iterator_a_run_and_every_example_each_epoch(pretrained_dir,
+                                                                     monkeypatch):
+    """Keras's loop opens two iterators an epoch over a dataset of known length (one it never
+    reads), each running keras-hub's map of the preprocessing: `fit` gives it the dataset
+    repeated with its steps, one iterator for the run (one per evaluation of validation
+    data), and every epoch still sees each example once, reshuffled."""
+    from tensorflow.python.data.ops import iterator_ops
+
+    texts, labels = _sentiment(6)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=32)
+    opened = []  # iterators over a dataset (not a trace's placeholders)
+    original = iterator_ops.OwnedIterator.__init__
+
+    def counted(self, dataset=None, **kwargs):
+        opened.extend([dataset] if dataset is not None else [])
+        original(self, dataset, **kwargs)
+
+    monkeypatch.setattr(iterator_ops.OwnedIterator, "__init__", counted)
+    history = clf.fit(texts, labels, batch_size=2, epochs=3, verbose=0,
+                      validation_data=(texts[:4], labels[:4]))
+    assert len(opened) == 1 + 3  # the run's, and one per evaluation
+    assert len(history.history["val_loss"]) == 3 and int(clf.optimizer.iterations) == 9
+
+    given = {}
+    monkeypatch.setattr(keras.Model, "fit", lambda self, x, **kwargs: given.update(
+        x=x, steps=kwargs["steps_per_epoch"]))
+    clf.fit(texts, labels, batch_size=4, epochs=3)  # batches of 4 and 2
+    assert given["steps"] == 2
+    epochs = [[] for _ in range(3)]
+    for step, (inputs, _) in enumerate(given["x"].take(3 * given["steps"])):
+        epochs[step // 2].extend(inputs["input_word_ids"][:, 1].numpy())  # first pieces
+    assert all(sorted(epoch) == sorted(epochs[0]) and len(epoch) == 6 for epoch in epochs)
+
+
 def test_validation_split_holds_out_the_last_texts_and_the_schedule_spans_the_rest(
         pretrained_dir, monkeypatch):
     """Keras's `validation_split` refuses lists of strings (or words); here the last
@@ -83,8 +118,9 @@ def test_validation_split_holds_out_the_last_texts_and_the_schedule_spans_the_re
     given = {}
 
     def recording(self, x=None, y=None, validation_split=0.0, validation_data=None,
-                  **kwargs):
-        given.update(x=x, validation_split=validation_split, validation_data=validation_data)
+                  steps_per_epoch=None, validation_steps=None, **kwargs):
+        given.update(x=x.take(steps_per_epoch), validation_split=validation_split,
+                     validation_data=validation_data.take(validation_steps))
 
     monkeypatch.setattr(keras.Model, "fit", recording)
     clf.fit(texts, labels, batch_size=4, validation_split=0.3)
@@ -104,9 +140,10 @@ def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted,
     given = {}
 
     def recording(name):
-        def record(self, x=None, y=None, validation_data=None, steps=None, **kwargs):
+        def record(self, x=None, y=None, validation_data=None, steps=None,
+                   validation_steps=None, **kwargs):
             given.update({name: x, f"{name} validation": validation_data,
-                          f"{name} steps": steps})
+                          f"{name} steps": steps, f"{name} validation steps": validation_steps})
         return record
 
     for name in "fit", "evaluate", "predict":
@@ -115,7 +152,8 @@ def test_fit_evaluate_and_predict_give_keras_datasets_without_autotuning(fitted,
             validation_data=(texts[8:14], ["pos", "neg"] * 3))
     clf.evaluate(texts[:5], [0, 1, 0, 1, 0], batch_size=2)
     clf.predict(texts[:5], batch_size=2, steps=2)  # `steps`: Keras's loop
-    assert [len(batch[1]) for batch in given["fit validation"]] == [3, 3]
+    validation = given["fit validation"].take(given["fit validation steps"])
+    assert [len(batch[1]) for batch in validation] == [3, 3]
     assert given["evaluate steps"] == 3 and given["predict steps"] == 2  # the bar's length
     assert [len(batch["input_word_ids"]) for batch in given["predict"]] == [2, 2, 1]
     assert all(isinstance(given[name], tf.data.Dataset)
