@@ -77,7 +77,8 @@ def test_fit_reads_one_iterator_a_run_and_every_example_each_epoch(pretrained_di
     """Keras's loop opens two iterators an epoch over a dataset of known length (one it never
     reads), each running keras-hub's map of the preprocessing: `fit` gives it the dataset
     repeated with its steps, one iterator for the run (one per evaluation of validation
-    data), and every epoch still sees each example once, reshuffled."""
+    data), and every epoch still sees each example once, reshuffled; `evaluate` reads a
+    dataset by one iterator, with the same results as on the same examples in memory."""
     from tensorflow.python.data.ops import iterator_ops
 
     texts, labels = _sentiment(6)
@@ -95,6 +96,11 @@ def test_fit_reads_one_iterator_a_run_and_every_example_each_epoch(pretrained_di
                       validation_data=(texts[:4], labels[:4]))
     assert len(opened) == 1 + 3  # the run's, and one per evaluation
     assert len(history.history["val_loss"]) == 3 and int(clf.optimizer.iterations) == 9
+    opened.clear()
+    data = tf.data.Dataset.from_tensor_slices((texts, clf.label_ids(labels))).batch(4)
+    assert clf.evaluate(data, verbose=0) == pytest.approx(
+        clf.evaluate(texts, labels, batch_size=4, verbose=0), abs=1e-6)
+    assert len(opened) == 1 + 1  # the dataset's, and the in-memory batches'
 
     given = {}
     monkeypatch.setattr(keras.Model, "fit", lambda self, x, **kwargs: given.update(

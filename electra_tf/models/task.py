@@ -400,8 +400,11 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         """keras-hub's `evaluate`, except that in-memory inputs are packed as `predict`
         packs them (in their order: the loss summed per batch, as the official recipe
         sums it, depends on which examples share a batch), with labels as `fit` takes
-        them; a dataset without `tf.data`'s autotuning; optimised as `predict`."""
+        them; a dataset without `tf.data`'s autotuning, read by one iterator
+        (`one_iterator_a_run`); optimised as `predict`."""
         self.build_weights()  # before Keras traces: as in `make_predict_function`
+        if isinstance(x, tf.data.Dataset) and kwargs.get("steps") is None:
+            x, kwargs["steps"] = one_iterator_a_run(x)
         if not isinstance(x, IN_MEMORY):
             return super().evaluate(without_autotuning(x), y, batch_size=batch_size,
                                     sample_weight=sample_weight, **kwargs)
@@ -674,15 +677,16 @@ def batched(dataset: tf.data.Dataset, batch_size=None) -> tf.data.Dataset:
 
 
 def one_iterator_a_run(dataset: tf.data.Dataset) -> tuple:
-    """`dataset` repeated and its batches, as `fit` takes them (`steps_per_epoch`,
-    `validation_steps`); as it is and None where its length is unknown, infinite or 0.
+    """`dataset` repeated and its batches, as `fit` and `evaluate` take them
+    (`steps_per_epoch`, `validation_steps`, `steps`); as it is and None where its length is
+    unknown, infinite or 0.
 
     Why: given a dataset of known length, Keras's loop opens an iterator at each epoch's
     start and another at its end that nothing reads, and each instantiates keras-hub's map
     of the preprocessing and starts reading ahead: 2 of ~49 ms an epoch for an
     ELECTRA-Small classifier (2-core Sapphire Rapids). Repeated, with the steps given, one
-    iterator serves the whole `fit` (one per evaluation of validation data), and a
-    dataset's `shuffle` still reshuffles every epoch."""
+    iterator serves the whole `fit` (one per evaluation of validation data) or
+    `evaluate`, and a dataset's `shuffle` still reshuffles every epoch."""
     batches = int(dataset.cardinality())
     if batches <= 0:
         return dataset, None
