@@ -2,6 +2,7 @@
 (question + context -> answer text) from Python, and the fine-tuned runs of
 `electra-finetune` loaded as them: the same predictions as the command line wrote."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,6 +22,9 @@ def _conll(n):
 
 
 def test_tagger_fits_words_and_tags_and_answers_iob2(pretrained_dir):
+    # Seeded: a head drawn after other tests' draws scored no word right after its three
+    # steps (which tests ran before in the process decided it).
+    keras.utils.set_random_seed(0)
     sentences = _conll(16)
     words, tags = [s.words for s in sentences], [s.tags for s in sentences]
     labels = electra_tf.ElectraTokenClassifier.labels_for(tags)
