@@ -113,6 +113,33 @@ def test_fit_reads_one_iterator_a_run_and_every_example_each_epoch(pretrained_di
     assert all(sorted(epoch) == sorted(epochs[0]) and len(epoch) == 6 for epoch in epochs)
 
 
+def test_fit_and_evaluate_trace_the_packing_once_not_at_every_call(pretrained_dir,
+                                                                   monkeypatch):
+    """keras-hub maps the preprocessing over the data at every `fit` and `evaluate` call,
+    which traced the packing ops anew each time: there they call the graph traced once
+    per vocabulary and settings, as eager calls do. An export still traces them into its
+    own graph."""
+    from electra_tf.layers.export_tracing import export_tracing
+    from electra_tf.models import preprocessor
+
+    texts, labels = _sentiment(4)
+    clf = electra_tf.ElectraTextClassifier.from_pretrained(
+        pretrained_dir, label_names=["neg", "pos"], sequence_length=32)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        clf.fit(texts, labels, batch_size=2, verbose=0)
+    assert not [w for w in warned if "unbuilt state" in str(w.message)]  # the tokenizer's
+    packings = counted_calls(monkeypatch, preprocessor, "pack_segments")
+    clf.fit(texts, labels, batch_size=2, verbose=0)
+    clf.evaluate(tf.data.Dataset.from_tensor_slices((texts, clf.label_ids(labels))).batch(2),
+                 verbose=0)
+    assert packings == []
+    with export_tracing():
+        tf.function(lambda t: clf.preprocessor(t)).get_concrete_function(
+            tf.TensorSpec([None], tf.string))
+    assert packings == [1]
+
+
 def test_validation_split_holds_out_the_last_texts_and_the_schedule_spans_the_rest(
         pretrained_dir, monkeypatch):
     """Keras's `validation_split` refuses lists of strings (or words); here the last

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from electra_tf import traced
 from electra_tf.errors import ConfigError, check_choice
+from electra_tf.layers.export_tracing import tracing_an_export
 from electra_tf.models.sources import open_model
 from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.text.packing import TRUNCATIONS, pack_segments, pack_words
@@ -49,6 +50,13 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
             kwargs["y"] = None
         return super().__call__(*args, **kwargs)
 
+    def build(self, input_shape=None):
+        # Packing calls the tokenizer's traced graph rather than the tokenizer layer
+        # (`_through_the_traced_graph`), which Keras's first call would otherwise find
+        # unbuilt, and warn.
+        self.tokenizer.build(input_shape)
+        self.built = True
+
     def call(self, x, y=None, sample_weight=None):
         # A tuple holds segments; a list is a batch of texts, as in keras-hub.
         segments = list(x) if isinstance(x, tuple) else [x]
@@ -63,8 +71,8 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
-        if tf.executing_eagerly() and all(s.shape.rank == 1 for s in segments):
-            inputs = self._packed_eagerly(segments)
+        if _through_the_traced_graph() and all(s.shape.rank == 1 for s in segments):
+            inputs = self._packed_by_one_call(segments)
         else:
             inputs = pack_segments([tokenize_ragged(self.tokenizer, s) for s in segments],
                                    self.sequence_length,
@@ -73,7 +81,7 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
             inputs = {k: v[0] for k, v in inputs.items()}
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
 
-    def _packed_eagerly(self, segments: list) -> dict:
+    def _packed_by_one_call(self, segments: list) -> dict:
         """`segments` (string tensors [batch]) tokenized and packed by one graph call
         (`_traced_around_tokenizer` says why)."""
         count, length, truncation = len(segments), self.sequence_length, self.truncation
@@ -88,11 +96,11 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
     def pack_words(self, words: tf.RaggedTensor):
         """Word-split sentences, strings [batch, (words)] -> (the encoder's inputs, each
         word's first-piece position int32 [batch, max words], -1 for words cut by the
-        length and for padding); see `text.packing.pack_words`. Eager calls run as one
-        graph call (`_traced_around_tokenizer`)."""
+        length and for padding); see `text.packing.pack_words`. Run as one graph call
+        (`_traced_around_tokenizer`) but in exports (`_through_the_traced_graph`)."""
         length, special_ids = self.sequence_length, self.tokenizer.special_ids
         words = words.with_row_splits_dtype(tf.int64)  # as the tokenizer's pieces
-        if tf.executing_eagerly() and words.ragged_rank == 1:
+        if _through_the_traced_graph() and words.ragged_rank == 1:
             packing = self._traced_around_tokenizer(
                 ("pack_words", length),
                 [tf.RaggedTensorSpec([None, None], tf.string, 1, tf.int64)],
@@ -138,3 +146,16 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
                               f"{positions} positions.")
         return cls(ElectraTokenizer.of_model(source), sequence_length=sequence_length,
                    **kwargs)
+
+
+def _through_the_traced_graph() -> bool:
+    """Whether packing calls its graph traced once per vocabulary and settings
+    (`ElectraPreprocessor._traced_around_tokenizer`): eagerly, and in every trace but an
+    export's, which traces the ops into its own graph (`ElectraTokenizer.tokenize` says
+    why).
+
+    Why in traces too: `fit` and `evaluate` build a `tf.data` map of the preprocessing at
+    every call (keras-hub's), which traced the packing ops anew each time: ~0.11 s of a
+    tagger's `fit` call for `pack_words` (ELECTRA-Small's vocabulary; 2-core Sapphire
+    Rapids)."""
+    return tf.executing_eagerly() or not tracing_an_export()
