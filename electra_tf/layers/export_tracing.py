@@ -5,6 +5,8 @@ one."""
 import contextlib
 import contextvars
 
+import tensorflow as tf
+
 from electra_tf import traced
 from electra_tf.layers import layer_stack
 from electra_tf.layers.inference import forms_per_call
@@ -27,3 +29,11 @@ def export_tracing():
 def tracing_an_export() -> bool:
     """True within `export_tracing()`."""
     return _tracing_an_export.get()
+
+
+def tracing_an_exports_graph() -> bool:
+    """True while a graph is traced within `export_tracing()` (not in its eager calls):
+    there the text ops (the tokenizer's, the preprocessor's packing) are traced into the
+    export's own graph; eagerly and in other traces they call graphs traced once
+    (`ElectraTokenizer.tokenize` says why)."""
+    return tracing_an_export() and not tf.executing_eagerly()

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf import traced
 from electra_tf.errors import ConfigError, check_choice
-from electra_tf.layers.export_tracing import tracing_an_export
+from electra_tf.layers.export_tracing import tracing_an_exports_graph
 from electra_tf.models.sources import open_model
 from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.text.packing import TRUNCATIONS, pack_segments, pack_words
@@ -52,7 +52,7 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
 
     def build(self, input_shape=None):
         # Packing calls the tokenizer's traced graph rather than the tokenizer layer
-        # (`_through_the_traced_graph`), which Keras's first call would otherwise find
+        # (`_traced_around_tokenizer`), which Keras's first call would otherwise find
         # unbuilt, and warn.
         self.tokenizer.build(input_shape)
         self.built = True
@@ -71,7 +71,7 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         single = segments[0].shape.rank == 0
         if single:
             segments = [s[None] for s in segments]
-        if _through_the_traced_graph() and all(s.shape.rank == 1 for s in segments):
+        if not tracing_an_exports_graph() and all(s.shape.rank == 1 for s in segments):
             inputs = self._packed_by_one_call(segments)
         else:
             inputs = pack_segments([tokenize_ragged(self.tokenizer, s) for s in segments],
@@ -97,10 +97,10 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         """Word-split sentences, strings [batch, (words)] -> (the encoder's inputs, each
         word's first-piece position int32 [batch, max words], -1 for words cut by the
         length and for padding); see `text.packing.pack_words`. Run as one graph call
-        (`_traced_around_tokenizer`) but in exports (`_through_the_traced_graph`)."""
+        (`_traced_around_tokenizer`) but in an export's graph."""
         length, special_ids = self.sequence_length, self.tokenizer.special_ids
         words = words.with_row_splits_dtype(tf.int64)  # as the tokenizer's pieces
-        if _through_the_traced_graph() and words.ragged_rank == 1:
+        if not tracing_an_exports_graph() and words.ragged_rank == 1:
             packing = self._traced_around_tokenizer(
                 ("pack_words", length),
                 [tf.RaggedTensorSpec([None, None], tf.string, 1, tf.int64)],
@@ -120,7 +120,10 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         packed (the packing's graph) in two calls, with ragged ids back in Python in
         between: packing one text 0.97-1.10 ms against 0.24-0.27 as one call (of a
         `predict` taking 6.5 ms), one sentence's words 1.39 against 0.47 (2-core
-        Sapphire Rapids)."""
+        Sapphire Rapids). Traces other than an export's graph call it too
+        (`layers.export_tracing.tracing_an_exports_graph`): `fit` and `evaluate` build a
+        `tf.data` map of the preprocessing at every call (keras-hub's), which traced the
+        packing ops anew each time (~0.11 s of a tagger's `fit` call for `pack_words`)."""
         return self.tokenizer.traced_around(key, lambda tokenize: traced.function(
             packing_of(tokenize), input_signature=signature).get_concrete_function())
 
@@ -147,15 +150,3 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
         return cls(ElectraTokenizer.of_model(source), sequence_length=sequence_length,
                    **kwargs)
 
-
-def _through_the_traced_graph() -> bool:
-    """Whether packing calls its graph traced once per vocabulary and settings
-    (`ElectraPreprocessor._traced_around_tokenizer`): eagerly, and in every trace but an
-    export's, which traces the ops into its own graph (`ElectraTokenizer.tokenize` says
-    why).
-
-    Why in traces too: `fit` and `evaluate` build a `tf.data` map of the preprocessing at
-    every call (keras-hub's), which traced the packing ops anew each time: ~0.11 s of a
-    tagger's `fit` call for `pack_words` (ELECTRA-Small's vocabulary; 2-core Sapphire
-    Rapids)."""
-    return tf.executing_eagerly() or not tracing_an_export()

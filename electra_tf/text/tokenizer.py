@@ -11,7 +11,7 @@ from keras_hub.src.utils.tensor_utils import (convert_preprocessing_outputs, no_
                                               preprocessing_function)
 
 from electra_tf import traced
-from electra_tf.layers.export_tracing import tracing_an_export
+from electra_tf.layers.export_tracing import tracing_an_exports_graph
 from electra_tf.text import vocab as vocab_lib
 from electra_tf.text.words import split_words
 
@@ -57,8 +57,7 @@ class ElectraTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
         _GRAPHS.pop(self, None)  # it tokenizes with the vocabulary replaced
 
     def tokenize(self, inputs):
-        if isinstance(inputs, tf.RaggedTensor) or (
-                tracing_an_export() and not tf.executing_eagerly()):
+        if isinstance(inputs, tf.RaggedTensor) or tracing_an_exports_graph():
             return super().tokenize(inputs)
         texts = tf.convert_to_tensor(inputs, tf.string)
         if texts.shape.rank not in (0, 1):
