@@ -187,7 +187,8 @@ def define_runtime_flags() -> None:
     kernels = ("Default: on for pretraining and for fine-tuning with --max_seq_length of 256 "
                "or more (each batch's length then rounded up to a multiple of 8, of 32 "
                "beyond 128), off for shorter fine-tuning (its batches change shape, and XLA "
-               "compiles the kernels again for every new one).")
+               "compiles the kernels again for every new one) and for fine-tuning under "
+               "--jit_compile (XLA compiles the whole step).")
     flags.DEFINE_bool("fused_gelu", None, "Run the encoders' exact GELU as two small XLA "
                       "kernels (forward, backward): same values, faster on CPUs. "
                       "--nofused_gelu for TensorFlow's separate ops. " + kernels)

@@ -195,17 +195,16 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
 def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
         pretrained_dir, tmp_path, monkeypatch):
     """From `LONG_INPUT_LENGTH` positions (`ElectraTask.fit` says why) a fine-tuning run
-    trains with the training kernels, but for those its options turn off. (Which kernels
-    its layers hold while `fit` runs: a count of the kernels' traces would miss shapes an
-    earlier test in the process traced.)"""
+    trains with the training kernels, but for those its options turn off, and with none
+    under --jit_compile (XLA compiles the whole step). (Which kernels its layers hold while
+    `fit` runs: a count of the kernels' traces would miss shapes an earlier test in the
+    process traced.)"""
     from electra_tf.layers.activations import fused_gelu
     from electra_tf.layers.fused_dropout import FusedDropout
     from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
     from electra_tf.models import task
-    from electra_tf.runs import finetune as finetune_run
 
-    for module in (finetune_run, task):  # the tiny model has 128 positions
-        monkeypatch.setattr(module, "LONG_INPUT_LENGTH", 32)
+    monkeypatch.setattr(task, "LONG_INPUT_LENGTH", 32)  # the tiny model has 128 positions
     held = []
     original = task.training_kernels
 
@@ -221,10 +220,24 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
 
     monkeypatch.setattr(task, "training_kernels", recorded)
     train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
-    finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
-                            epochs=1), pretrained_dir, train, train, str(tmp_path / "out"),
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
+                         epochs=1)
+    finetune(cfg, pretrained_dir, train, train, str(tmp_path / "out"),
              runtime=RuntimeOptions(fused_dropout=False))
     assert held == [{"FusedLayerNormalization", "fused_gelu"}]
+
+    class Recorded(Exception):
+        """Ends the run once its kernels are known: XLA need not compile its step."""
+
+    def recorded_then_stopped(model, options):
+        with recorded(model, options):
+            raise Recorded
+
+    monkeypatch.setattr(task, "training_kernels", recorded_then_stopped)
+    with pytest.raises(Recorded):
+        finetune(cfg, pretrained_dir, train, train, str(tmp_path / "jit"),
+                 runtime=RuntimeOptions(jit_compile=True))
+    assert held[1:] == [set()]
 
 
 def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,

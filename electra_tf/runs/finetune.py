@@ -21,7 +21,6 @@ from electra_tf.errors import ConfigError, TaskDataError
 from electra_tf.finetuning import tasks
 from electra_tf.finetuning.config import FinetuneConfig
 from electra_tf.models.finetuned import build_task_model
-from electra_tf.models.task import LONG_INPUT_LENGTH
 from electra_tf.text.tokenizer import ElectraTokenizer
 from electra_tf.training import callbacks
 from electra_tf.training import runtime as runtime_lib
@@ -110,8 +109,6 @@ def finetune(cfg: FinetuneConfig, init_checkpoint: str, train_file: Optional[str
     pretrained = run_dir.open_pretrained(init_checkpoint)
     encoder_config = pretrained.config
     cfg = cfg.resolved(encoder_config, task)
-    # The training kernels, as `ElectraTask.fit` chooses them for inputs of this length.
-    runtime = runtime.for_run(few_shapes=cfg.max_seq_length >= LONG_INPUT_LENGTH)
     if cfg.max_seq_length > encoder_config.max_position_embeddings:
         raise ConfigError(f"--max_seq_length={cfg.max_seq_length} exceeds the encoder's "
                           f"{encoder_config.max_position_embeddings} positions.")
@@ -179,11 +176,12 @@ def _run_trial(cfg, task, data, pretrained, encoder_config, model_info, trial_di
                runtime):
     keras.utils.set_random_seed(seed)
     with runtime_lib.precision(runtime.mixed_precision):
-        encoder = run_dir.load_encoder(pretrained, encoder_config, cfg.dropout,
-                                       runtime.encoder_activation)
+        encoder = run_dir.load_encoder(pretrained, encoder_config, cfg.dropout)
         model = build_task_model(model_info["class_name"], encoder, model_info["head_config"])
         model({k: v[:1] for k, v in data.train[0].items()})  # builds the head
-    model.training_kernels = runtime  # `fit` runs these (its callbacks too), not its own choice
+    # The kernels the flags leave unset, `fit` chooses (by the inputs' length); it swaps
+    # them in for its run, callbacks included, and out again for the kept model.
+    model.training_kernels = runtime
     steps = cfg.epochs * int(np.ceil(len(data.train[0]["input_word_ids"]) / cfg.batch_size))
     optimizer = create_finetuning_optimizer(
         model, encoder, steps, cfg.learning_rate, cfg.layerwise_decay, cfg.warmup_proportion,
