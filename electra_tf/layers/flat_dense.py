@@ -336,10 +336,11 @@ def bias_gradient(upstream):
     up to 21, the product by 0.47, the result's own rounding; the product also took 1.4 ms
     against 2.4 ([4096, 1024], 2-core Sapphire Rapids). In float32 it runs slower on two
     threads than on one (Eigen's column sums: [640, 1024] 107 against 55 us, [4096, 1024]
-    591 against 325), where the product took 77 and 408 us; fine-tuning ELECTRA-Small on
-    sentences (16 x ~40 positions) took 0.95-0.99x the time a step with the product (in
-    one process, alternating), long inputs and pretraining the same (2-core Sapphire
-    Rapids, sixty-eighth pass of issue 32). float32 sums stay within their rounding."""
+    591 against 325), where the product took 77 and 408 us. Fine-tuning ELECTRA-Small on
+    sentences (16 x ~40 positions; 60 steps a side, alternating in one process) took 0.95x
+    the time with the product, questions over passages and pretraining the same (2-core
+    Sapphire Rapids, sixty-eighth pass of issue 32). float32 sums stay within their
+    rounding."""
     if upstream.dtype == tf.float16:
         return tf.raw_ops.BiasAddGrad(out_backprop=upstream)
     if upstream.dtype == tf.bfloat16 and not bfloat16_products_accumulate_in_float32():
