@@ -49,13 +49,18 @@ def products_run_on_eigen() -> bool:
 
 
 @functools.cache
+def products_run_on_onednn() -> bool:
+    """Whether TensorFlow multiplies float tensors traced here on oneDNN's CPU kernels:
+    oneDNN on and no accelerator."""
+    return onednn_enabled() and not accelerator_visible()
+
+
+@functools.cache
 def one_thread_product_bytes() -> int:
     """The size in bytes below which TensorFlow runs a float32 product on one thread in this
-    process: where oneDNN multiplies (on, no accelerator), `onednn_one_thread_bytes`; 0
-    where Eigen multiplies (it always uses every thread)."""
-    if not onednn_enabled() or accelerator_visible():
-        return 0
-    return onednn_one_thread_bytes()
+    process: where oneDNN multiplies (`products_run_on_onednn`),
+    `onednn_one_thread_bytes`; 0 elsewhere (Eigen always uses every thread)."""
+    return onednn_one_thread_bytes() if products_run_on_onednn() else 0
 
 
 @functools.cache

@@ -29,7 +29,7 @@ from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
 from electra_tf.tf_runtime import (accelerator_visible, bfloat16_products_accumulate_in_float32,
                                    one_thread_product_bytes, onednn_enabled,
-                                   products_run_on_eigen)
+                                   products_run_on_eigen, products_run_on_onednn)
 
 
 def encoder_inputs(batch=2, seq=12, lengths=(12, 7), vocab=100, seed=0):
@@ -619,8 +619,10 @@ def test_inference_splits_the_large_products_of_short_requests_only(monkeypatch)
         step = kinds(training_step.get_concrete_function(
             {name: tf.TensorSpec([None, None], tf.int32) for name in short}))
     assert not step["If"] and not step["StatelessIf"]
-    # Forward, and the input, kernel and bias gradients (`flat_dense.bias_gradient`).
-    assert step["MatMul"] == 4 * (split_products + 1) and not step["BiasAddGrad"]
+    # Forward, input and kernel gradients, and where oneDNN multiplies the bias gradients
+    # (`flat_dense.bias_gradient`).
+    products = 4 if products_run_on_onednn() else 3
+    assert step["MatMul"] == products * (split_products + 1)
     plain = kinds(inference_function(encoder))  # outside `forms_per_call`
     assert not plain["If"] and not plain["StatelessIf"]
     assert plain["MatMul"] == split_products + 1
@@ -670,8 +672,10 @@ def test_inference_runs_the_feedforward_layer_in_halves_where_its_products_take_
 
     monkeypatch.setattr(layer_stack, "_all_alike", lambda layers: False)  # ops in one graph
     step = sequence_output_gradients(encoder).get_concrete_function(middle).graph
-    # Unsplit: forward, and the input, kernel and bias gradients.
-    assert collections.Counter(op.type for op in step.get_operations())["MatMul"] == 4 * 7
+    # Unsplit: forward, input and kernel gradients, and where oneDNN multiplies the bias
+    # gradients.
+    products = 4 if products_run_on_onednn() else 3
+    assert collections.Counter(op.type for op in step.get_operations())["MatMul"] == products * 7
 
 
 def test_inference_splits_products_without_activation_up_to_the_rows_on_one_thread(
@@ -945,32 +949,44 @@ def test_the_pooled_output_alone_runs_the_last_layer_at_the_first_position_only(
     assert widths == [12, 1, 1, 1]  # the full call; pooled eager, export, training
 
 
-@pytest.mark.parametrize("policy, products_in_float32", [
-    ("mixed_bfloat16", None), ("mixed_bfloat16", False), ("float32", None)],
-    ids=["bfloat16 as this CPU's products", "bfloat16 from a float32 copy", "float32"])
+@pytest.mark.parametrize("policy, products_form", [
+    ("mixed_bfloat16", None), ("mixed_bfloat16", False), ("float32", True),
+    ("float32", False)], ids=["bfloat16 as this CPU's products", "bfloat16 from a float32 copy",
+                              "float32 where oneDNN multiplies", "float32 on Eigen"])
 def test_bias_gradients_are_the_rows_sums_to_the_results_rounding(
-        monkeypatch, policy, products_in_float32):
+        monkeypatch, policy, products_form):
     """TensorFlow's `BiasAddGrad` sums bfloat16 rows in bfloat16: over 4,096 rows of unit
     normals it missed the sums (about 64 in size) by up to 24. Our dense layers' training
     gradient misses them by the result's rounding only, whether this CPU's bfloat16
-    products accumulate in float32 or not (then the sum is taken from a float32 copy); in
-    float32 it is a product with a row of ones, no `BiasAddGrad`."""
-    if products_in_float32 is not None:
+    products accumulate in float32 or not (then the sum is taken from a float32 copy). In
+    float32 it is a product with a row of ones where oneDNN multiplies, else
+    `BiasAddGrad`."""
+    if policy == "float32":
+        monkeypatch.setattr(flat_dense, "products_run_on_onednn", lambda: products_form)
+    elif products_form is not None:
         monkeypatch.setattr(flat_dense, "bfloat16_products_accumulate_in_float32",
-                            lambda: products_in_float32)
+                            lambda: products_form)
     layer = flat_dense.FlatDense(256, dtype=policy)
     x = tf.random.stateless_normal([32, 128, 16], seed=[0, 1])
     upstream = tf.cast(tf.random.stateless_normal([32, 128, 256], seed=[0, 2]),
                        layer.compute_dtype)
-    with tf.GradientTape() as tape:
-        y = tf.cast(layer(x, training=True), tf.float32)
-        loss = tf.reduce_sum(y * tf.cast(upstream, tf.float32))
-    bias_gradient = tape.gradient(loss, layer.bias).numpy()
+    layer(x)
+
+    @tf.function
+    def gradient():
+        with tf.GradientTape() as tape:
+            y = tf.cast(layer(x, training=True), tf.float32)
+            loss = tf.reduce_sum(y * tf.cast(upstream, tf.float32))
+        return tape.gradient(loss, layer.bias)
+
+    bias_gradient = gradient().numpy()
     expected = tf.reduce_sum(tf.cast(upstream, tf.float64), [0, 1]).numpy()
     if policy == "mixed_bfloat16":  # the result's rounding
         np.testing.assert_allclose(bias_gradient, expected, rtol=2.0 ** -8, atol=0)
     else:  # float32's over 4,096 additions, at sums up to ~115 (BiasAddGrad's too)
         np.testing.assert_allclose(bias_gradient, expected, rtol=0, atol=2e-3)
+        kinds = {op.type for op in gradient.get_concrete_function().graph.get_operations()}
+        assert ("BiasAddGrad" in kinds) == (not products_form)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

@@ -19,7 +19,7 @@ from electra_tf.layers.inference import form_by_size, onednn_at_run_time, sequen
 from electra_tf.layers.integer_transpose import transpose_as_integers
 from electra_tf.tf_runtime import (
     bfloat16_products_accumulate_in_float32, one_thread_product_bytes, onednn_one_thread_bytes,
-    products_run_on_eigen)
+    products_run_on_eigen, products_run_on_onednn)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -326,25 +326,33 @@ def bias_add_and_fused_gelu(y, bias):
 
 def bias_gradient(upstream):
     """The gradient of a bias added to each row of a 2-D tensor, from the tensor's
-    `upstream` gradient: its rows' sum, as the product of a row of ones with `upstream`;
-    bfloat16 rows where this CPU's bfloat16 products do not accumulate in float32 as
-    `BiasAddGrad` of a float32 copy, rounded once; float16 ones (GPUs, unmeasured) as
-    `BiasAddGrad`.
+    `upstream` gradient: its rows' sum, as `BiasAddGrad`, but as the product of a row of
+    ones with `upstream` for bfloat16 rows where bfloat16 products accumulate in float32
+    and for float32 ones where oneDNN multiplies (`products_run_on_onednn`); other
+    bfloat16 rows as `BiasAddGrad` of a float32 copy, rounded once.
 
     Why not `BiasAddGrad` (TensorFlow's gradient): it sums bfloat16 rows in bfloat16.
     Summing 4,096 rows of unit normals, it missed the float64 sums (about 64 in size) by
     up to 21, the product by 0.47, the result's own rounding; the product also took 1.4 ms
     against 2.4 ([4096, 1024], 2-core Sapphire Rapids). In float32 it runs slower on two
     threads than on one (Eigen's column sums: [640, 1024] 107 against 55 us, [4096, 1024]
-    591 against 325), where the product took 77 and 408 us. Fine-tuning ELECTRA-Small on
-    sentences (16 x ~40 positions; 60 steps a side, alternating in one process) took 0.95x
-    the time with the product, questions over passages and pretraining the same (2-core
-    Sapphire Rapids, sixty-eighth pass of issue 32). float32 sums stay within their
-    rounding."""
-    if upstream.dtype == tf.float16:
-        return tf.raw_ops.BiasAddGrad(out_backprop=upstream)
-    if upstream.dtype == tf.bfloat16 and not bfloat16_products_accumulate_in_float32():
+    591 against 325), where oneDNN's product took 77 and 408 us. Fine-tuning ELECTRA-Small
+    on sentences (16 x ~40 positions; 60 steps a side, alternating in one process) took
+    0.95x the time with the product, questions over passages and pretraining the same;
+    with Eigen's products (oneDNN off, as on AVX2-only CPUs) 1.006-1.012x, so there
+    float32 keeps `BiasAddGrad` (2-core Sapphire Rapids, sixty-eighth pass of issue 32).
+    float32 sums stay within their rounding."""
+    if upstream.dtype == tf.bfloat16:
+        if bfloat16_products_accumulate_in_float32():
+            return _rows_sum_by_product(upstream)
         as_float32 = tf.raw_ops.BiasAddGrad(out_backprop=tf.cast(upstream, tf.float32))
         return tf.cast(as_float32, tf.bfloat16)
-    ones = tf.ones([1, tf.shape(upstream)[0]], upstream.dtype)
-    return tf.reshape(tf.matmul(ones, upstream), [-1])
+    if upstream.dtype == tf.float32 and products_run_on_onednn():
+        return _rows_sum_by_product(upstream)
+    return tf.raw_ops.BiasAddGrad(out_backprop=upstream)
+
+
+def _rows_sum_by_product(x):
+    """The sum of a 2-D `x`'s rows, as the product of a row of ones with it."""
+    ones = tf.ones([1, tf.shape(x)[0]], x.dtype)
+    return tf.reshape(tf.matmul(ones, x), [-1])

@@ -14,7 +14,7 @@ from keras.src.trainers.data_adapters.array_slicing import train_validation_spli
 from keras_hub.src.utils.pipeline_model import PipelineModel
 
 from electra_tf.config import preset_of_size
-from electra_tf.tf_runtime import accelerator_visible, onednn_enabled, without_autotuning
+from electra_tf.tf_runtime import products_run_on_onednn, without_autotuning
 from electra_tf.errors import ConfigError
 from electra_tf.layers.closed_form_layer_normalization import ONEDNN_LAYER_NORM_MIN_ROWS
 from electra_tf.layers.encoder import INPUT_NAMES
@@ -355,8 +355,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             return self.predict_function
         if rows <= SMALL_FORMS_MAX_ROWS:
             form, spent, bought_after = small_forms, 1, SMALL_FORMS_AFTER_BATCHES
-        elif (rows >= ONEDNN_LAYER_NORM_MIN_ROWS and onednn_enabled()
-              and not accelerator_visible()):
+        elif rows >= ONEDNN_LAYER_NORM_MIN_ROWS and products_run_on_onednn():
             form, spent, bought_after = onednn_layer_norms, rows, ONEDNN_NORMS_AFTER_ROWS
         else:
             return self.predict_function
