@@ -339,7 +339,7 @@ def bias_gradient(upstream):
     591 against 325), where oneDNN's product took 77 and 408 us. Fine-tuning ELECTRA-Small
     on sentences (16 x ~40 positions; 60 steps a side, alternating in one process) took
     0.95x the time with the product, questions over passages and pretraining the same;
-    with Eigen's products (oneDNN off, as on AVX2-only CPUs) 1.006-1.012x, so there
+    with Eigen's products (oneDNN off, as on AVX2-only CPUs) 1.006-1.017x, so there
     float32 keeps `BiasAddGrad` (2-core Sapphire Rapids, sixty-eighth pass of issue 32).
     float32 sums stay within their rounding."""
     if upstream.dtype == tf.bfloat16:
