@@ -149,4 +149,3 @@ class ElectraPreprocessor(keras_hub.models.Preprocessor):
                               f"{positions} positions.")
         return cls(ElectraTokenizer.of_model(source), sequence_length=sequence_length,
                    **kwargs)
-

@@ -218,10 +218,10 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             x = batched(x, batch_size)
             y = sample_weight = batch_size = None
             validation_split, shuffle = 0.0, False  # done
-        if getattr(self, "uses_official_recipe", False):
-            self.compile_official_recipe(epochs * (steps_per_epoch or _steps_per_epoch(x)))
         if isinstance(x, tf.data.Dataset) and steps_per_epoch is None:
             x, steps_per_epoch = one_iterator_a_run(x)
+        if getattr(self, "uses_official_recipe", False):
+            self.compile_official_recipe(epochs * (steps_per_epoch or _steps_per_epoch(x)))
         if (isinstance(validation_data, tf.data.Dataset)
                 and kwargs.get("validation_steps") is None):
             validation_data, kwargs["validation_steps"] = one_iterator_a_run(validation_data)
