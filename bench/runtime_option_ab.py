@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # synthetic
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("option", "fused_layer_norm",
-                  ["fused_layer_norm", "fused_dropout", "fused_gelu"],
+                  ["fused_layer_norm", "fused_dropout", "fused_gelu", "sixteen_bit_dropout"],
                   "The `RuntimeOptions` switch compared (off against on).")
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16"], "As electra-pretrain's.")
 flags.DEFINE_string("preset", "small", "ELECTRA preset.")

@@ -170,7 +170,7 @@ def dataclass_overrides(cls, skip=()) -> dict:
 
 def define_runtime_flags() -> None:
     """--strategy, --tpu, --mixed_precision, --jit_compile, --fused_gelu,
-    --fused_dropout, --fused_layer_norm (see `RuntimeOptions`)."""
+    --fused_dropout, --fused_layer_norm, --sixteen_bit_dropout (see `RuntimeOptions`)."""
     from absl import flags
 
     from electra_tf.training.runtime_options import PRECISIONS, STRATEGIES
@@ -199,6 +199,11 @@ def define_runtime_flags() -> None:
     flags.DEFINE_bool("fused_layer_norm", None, "Run every layer norm as one small XLA "
                       "kernel each way, in float32: same values, faster on CPUs. "
                       "--nofused_layer_norm for TensorFlow's separate ops. " + kernels)
+    flags.DEFINE_bool("sixteen_bit_dropout", False, "Where Keras's dropout runs (fine-tuning "
+                      "shorter than 256 positions, or --nofused_dropout), decide each value "
+                      "by 16 random bits instead of a float: half the random numbers drawn, "
+                      "~3% faster steps on CPUs, but each value is dropped with probability "
+                      "round(rate x 65536) / 65536 (0.1000061 for 0.1), not the rate itself.")
 
 
 def runtime_options():
@@ -212,4 +217,5 @@ def runtime_options():
         jit_compile=flags.FLAGS.jit_compile,
         fused_gelu=flags.FLAGS.fused_gelu,
         fused_dropout=flags.FLAGS.fused_dropout,
-        fused_layer_norm=flags.FLAGS.fused_layer_norm).validated()
+        fused_layer_norm=flags.FLAGS.fused_layer_norm,
+        sixteen_bit_dropout=flags.FLAGS.sixteen_bit_dropout).validated()

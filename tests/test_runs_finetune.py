@@ -196,12 +196,14 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
         pretrained_dir, tmp_path, monkeypatch):
     """From `LONG_INPUT_LENGTH` positions (`ElectraTask.fit` says why) a fine-tuning run
     trains with the training kernels, but for those its options turn off, and with none
-    under --jit_compile (XLA compiles the whole step). (Which kernels its layers hold while
-    `fit` runs: a count of the kernels' traces would miss shapes an earlier test in the
-    process traced.)"""
+    under --jit_compile (XLA compiles the whole step); --sixteen_bit_dropout gives the
+    dropouts the fused one leaves to Keras 16-bit draws. (Which kernels its layers hold
+    while `fit` runs: a count of the kernels' traces would miss shapes an earlier test in
+    the process traced.)"""
     from electra_tf.layers.activations import fused_gelu
     from electra_tf.layers.fused_dropout import FusedDropout
     from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
+    from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
     from electra_tf.models import task
 
     monkeypatch.setattr(task, "LONG_INPUT_LENGTH", 32)  # the tiny model has 128 positions
@@ -213,7 +215,8 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
         with original(model, options):
             layers = list(model._flatten_layers())
             held.append({type(layer).__name__ for layer in layers
-                         if isinstance(layer, (FusedDropout, FusedLayerNormalization))}
+                         if isinstance(layer, (FusedDropout, FusedLayerNormalization,
+                                               SixteenBitDropout))}
                         | {"fused_gelu" for layer in layers
                            if getattr(layer, "activation", None) is fused_gelu})
             yield
@@ -223,8 +226,8 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
     cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
                          epochs=1)
     finetune(cfg, pretrained_dir, train, train, str(tmp_path / "out"),
-             runtime=RuntimeOptions(fused_dropout=False))
-    assert held == [{"FusedLayerNormalization", "fused_gelu"}]
+             runtime=RuntimeOptions(fused_dropout=False, sixteen_bit_dropout=True))
+    assert held == [{"FusedLayerNormalization", "fused_gelu", "SixteenBitDropout"}]
 
     class Recorded(Exception):
         """Ends the run once its kernels are known: XLA need not compile its step."""
@@ -237,7 +240,10 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
     with pytest.raises(Recorded):
         finetune(cfg, pretrained_dir, train, train, str(tmp_path / "jit"),
                  runtime=RuntimeOptions(jit_compile=True))
-    assert held[1:] == [set()]
+    with pytest.raises(Recorded):  # the fused dropout's own 32-bit draws
+        finetune(cfg, pretrained_dir, train, train, str(tmp_path / "fused"),
+                 runtime=RuntimeOptions(sixteen_bit_dropout=True))
+    assert held[1:] == [set(), {"FusedDropout", "FusedLayerNormalization", "fused_gelu"}]
 
 
 def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,

@@ -25,6 +25,11 @@ bits are compared with `rate x 2^32`, where TensorFlow's bfloat16 uniform draws 
 are other draws than Keras's for the same seed. Like `fused_gelu`, only training runs use
 it (`RuntimeOptions.fused_dropout`); exports never contain it, and at inference it is
 Keras's `Dropout` (the identity).
+
+It decides by 32 bits a value even with `RuntimeOptions.sixteen_bit_dropout`, which
+halves Keras's draws (`SixteenBitDropout`): 16 bits a value here left ELECTRA-Small's
+steps level or longer, as the draws run off the step's path (pretraining fp32 1.007x, bf16
+1.009x, 30 pairs each; question answering 1.012x, 24 steps; 2-core Sapphire Rapids).
 """
 
 import keras
@@ -33,21 +38,38 @@ import tensorflow as tf
 from electra_tf import traced
 from electra_tf.layers.bfloat16_rounding import narrow
 
-# The drop threshold's scale: the generator's raw bits are uniform over [0, 2^32).
-_BITS = 2 ** 32
+# The unsigned type of a drop decision's random bits, by their number: 32 here, 16 in
+# `SixteenBitDropout`.
+_BITS_TYPES = {32: tf.uint32, 16: tf.uint16}
 
 
-# The bits are drawn as uint64 and read as their two 32-bit halves: the words a flat uint32
-# draw gives, in its order, at about half the cost of XLA's uint32 draws, shaped or flat
-# (alone, 2-core AMD EPYC Zen 5, ms, shaped / flat / halves: [32, 4, 128, 128] 1.64 / 1.88
-# / 0.95, [32, 128, 1024] 2.88 / 3.41 / 1.52).
+def drop_threshold(rate: float, bits: int):
+    """The `bits`-bit value below which random bits drop their value: round(rate x
+    2^bits), each value then dropped with probability threshold / 2^bits; None where that
+    rounds to 2^bits, which the type cannot hold."""
+    threshold = round(rate * 2 ** bits)
+    return None if threshold >= 2 ** bits else tf.constant(threshold, _BITS_TYPES[bits])
+
+
+# The bits are drawn as uint64 and read as their 32- or 16-bit words in order. 32-bit
+# words are those a flat uint32 draw gives, at about half the cost of XLA's uint32 draws,
+# shaped or flat (alone, 2-core AMD EPYC Zen 5, ms, shaped / flat / halves: [32, 4, 128,
+# 128] 1.64 / 1.88 / 0.95, [32, 128, 1024] 2.88 / 3.41 / 1.52).
+def kept_values(shape, seed, threshold, alg: str):
+    """Which values of `shape` a dropout keeps: its random bits (as many as `threshold`'s
+    type has, from the stateless generator `alg`) at least `threshold`."""
+    size = tf.reduce_prod(shape)
+    words_a_draw = 8 // threshold.dtype.size
+    draws = tf.random.stateless_uniform(
+        tf.reshape((size + words_a_draw - 1) // words_a_draw, [1]), seed, minval=None,
+        maxval=None, dtype=tf.uint64, alg=alg)
+    bits = tf.reshape(tf.bitcast(draws, threshold.dtype), [-1])[:size]
+    return tf.reshape(bits >= threshold, shape)
+
+
 @traced.function(jit_compile=True)
 def _dropout_mask(shape, seed, threshold):
-    size = tf.reduce_prod(shape)
-    pairs = tf.random.stateless_uniform(tf.reshape((size + 1) // 2, [1]), seed, minval=None,
-                                        maxval=None, dtype=tf.uint64, alg="threefry")
-    bits = tf.reshape(tf.bitcast(pairs, tf.uint32), [-1])[:size]
-    return tf.reshape(bits >= threshold, shape)
+    return kept_values(shape, seed, threshold, alg="threefry")
 
 
 # The forward pass and the gradient alike: the kept values scaled, the others zero.
@@ -57,10 +79,10 @@ def _kept_and_scaled(x, keep, scale):
                     tf.zeros([], x.dtype))
 
 
-def fused_dropout(x, rate: float, seed):
-    """`x` with each value zeroed with probability `rate` and the others scaled by
-    1 / (1 - rate); `seed`: int32 [2]."""
-    threshold = tf.constant(round(rate * _BITS), tf.uint32)
+def fused_dropout(x, rate: float, seed, threshold):
+    """`x` with each value zeroed where its random bits are below `threshold`
+    (`drop_threshold` of `rate`) and the others scaled by 1 / (1 - rate); `seed`: int32
+    [2]."""
     scale = tf.constant(1.0 / (1.0 - rate), tf.float32)
     # A static shape as a constant: the mask then does not wait for `x`.
     shape = (tf.constant(x.shape.as_list(), tf.int32) if x.shape.is_fully_defined()
@@ -81,15 +103,17 @@ class FusedDropout(keras.layers.Dropout):
     of 0 or 1, goes through `Dropout.call` unchanged."""
 
     def call(self, inputs, training=False):
-        if not training or not 0 < self.rate < 1 or self.noise_shape is not None:
+        threshold = drop_threshold(self.rate, 32)
+        if (not training or not 0 < self.rate < 1 or self.noise_shape is not None
+                or threshold is None):
             return super().call(inputs, training=training)
         # Keras's seed state is int64; XLA's stateless generators take int32 seeds.
         seed = tf.cast(tf.math.floormod(self.seed_generator.next(), 2 ** 31 - 1), tf.int32)
-        return fused_dropout(inputs, self.rate, seed)
+        return fused_dropout(inputs, self.rate, seed, threshold)
 
 
-def use_fused_dropout(model) -> list:
-    """Makes every Keras `Dropout` of a built `model` a `FusedDropout`: the same objects
+def swap_dropouts(model, dropout_class) -> list:
+    """Makes every Keras `Dropout` of a built `model` a `dropout_class`: the same objects
     (rate, seed state), another training-time call. keras-hub and Keras create them inside
     their layers' `build` with no way to choose the class. Returns the layers changed, each
     with its class before."""
@@ -97,5 +121,5 @@ def use_fused_dropout(model) -> list:
     for layer in model._flatten_layers(include_self=False):
         if type(layer) is keras.layers.Dropout:
             changed.append((layer, type(layer)))
-            layer.__class__ = FusedDropout
+            layer.__class__ = dropout_class
     return changed

@@ -23,7 +23,8 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.fused_dropout import FusedDropout, use_fused_dropout
+from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
+from electra_tf.layers.fused_dropout import FusedDropout, swap_dropouts
 from electra_tf.layers.fused_layer_normalization import (FusedLayerNormalization,
                                                            use_fused_layer_norms)
 from electra_tf.tf_runtime import accelerator_visible, bfloat16_products_accumulate_in_float32
@@ -136,8 +137,10 @@ def use_training_kernels(model, options: RuntimeOptions) -> list:
     with `encoder_activation`'s choice). Returns what it changed, (layer, attribute, value
     before) each, for `training_kernels` to put back."""
     changed = []
-    if options.fused_dropout:
-        changed += [(layer, "__class__", before) for layer, before in use_fused_dropout(model)]
+    dropout_class = _dropout_class(options)
+    if dropout_class is not None:
+        changed += [(layer, "__class__", before)
+                    for layer, before in swap_dropouts(model, dropout_class)]
     if options.fused_layer_norm:
         changed += [(layer, "__class__", before)
                     for layer, before in use_fused_layer_norms(model)]
@@ -151,8 +154,16 @@ def use_training_kernels(model, options: RuntimeOptions) -> list:
     return changed
 
 
+def _dropout_class(options: RuntimeOptions):
+    """The class `options` give Keras's dropouts in training, or None to keep theirs."""
+    if options.fused_dropout:
+        return FusedDropout
+    return SixteenBitDropout if options.sixteen_bit_dropout else None
+
+
 def runs_training_kernels(model) -> bool:
-    """Whether a built `model` runs any of the training kernels (`use_training_kernels`)."""
+    """Whether a built `model` runs any of the XLA training kernels
+    (`use_training_kernels`), which compile for every shape."""
     return any(isinstance(layer, (FusedDropout, FusedLayerNormalization))
                or getattr(layer, "activation", None) is fused_gelu
                for layer in model._flatten_layers())

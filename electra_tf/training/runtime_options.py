@@ -37,6 +37,11 @@ class RuntimeOptions:
     # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
     # the same function, computed in float32; exports are unaffected.
     fused_layer_norm: Optional[bool] = None
+    # Keras's dropouts (where the fused ones do not run) deciding by 16 random bits a value
+    # (`layers.sixteen_bit_dropout`): half the random numbers drawn, each value dropped with
+    # probability round(rate x 2^16) / 2^16 (0.1000061 for 0.1), an approximation, so off
+    # unless asked; exports are unaffected.
+    sixteen_bit_dropout: bool = False
 
     def for_run(self, few_shapes: bool) -> "RuntimeOptions":
         """These options, each training kernel left unset (None) turned on if the run's

@@ -1,0 +1,40 @@
+"""`SixteenBitDropout`: Keras's `Dropout` deciding by 16 random bits a value instead of a
+float drawn from 32, opt-in (`RuntimeOptions.sixteen_bit_dropout`).
+
+Written by hand because neither Keras nor TensorFlow draws fewer bits for a dropout.
+TensorFlow's Philox generator is most of a Keras dropout's cost on CPUs (314 of 387 us at
+[16, 40, 256]; 2-core Sapphire Rapids), and dropout about a tenth of a fine-tuning step on
+short inputs, where the XLA training kernels (`FusedDropout`) stay off. Each 64-bit draw
+here decides four values (`fused_dropout.kept_values`), from the generator Keras draws
+from (Philox on CPUs); the kept values are then scaled and the others zeroed as Keras's
+dropout does it.
+
+The price: a value is dropped with probability round(rate x 2^16) / 2^16 (0.1000061 for a
+rate of 0.1) instead of rate to 2^-23 (Keras's float draws) or 2^-32 (`FusedDropout`); the
+kept values are still scaled by 1 / (1 - rate). An approximation, so off by default. Only
+training runs use it; exports never contain it, and at inference it is Keras's `Dropout`
+(the identity).
+"""
+
+import keras
+import tensorflow as tf
+
+from electra_tf.layers.fused_dropout import drop_threshold, kept_values
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class SixteenBitDropout(keras.layers.Dropout):
+    """A `Dropout` whose training-time mask comes from 16 random bits a value; a
+    `noise_shape`, or a rate of 0 or 1 (or within 2^-17 of it), goes through
+    `Dropout.call` unchanged."""
+
+    def call(self, inputs, training=False):
+        threshold = drop_threshold(self.rate, 16)
+        if (not training or not 0 < self.rate < 1 or self.noise_shape is not None
+                or threshold is None):
+            return super().call(inputs, training=training)
+        keep = kept_values(tf.shape(inputs), self.seed_generator.next(), threshold,
+                           alg="auto_select")
+        # As `tf.nn.experimental.stateless_dropout` (Keras's), in the inputs' dtype.
+        scaled = inputs * tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+        return tf.where(keep, scaled, tf.zeros([], inputs.dtype))
