@@ -193,7 +193,7 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
 
 
 def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
-        pretrained_dir, tmp_path, monkeypatch):
+        pretrained_dir, tmp_path, monkeypatch, capsys):
     """From `LONG_INPUT_LENGTH` positions (`ElectraTask.fit` says why) a fine-tuning run
     trains with the training kernels, but for those its options turn off, and with none
     under --jit_compile (XLA compiles the whole step); --sixteen_bit_dropout gives the
@@ -205,6 +205,7 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
     from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
     from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
     from electra_tf.models import task
+    from electra_tf.training import runtime
 
     monkeypatch.setattr(task, "LONG_INPUT_LENGTH", 32)  # the tiny model has 128 positions
     held = []
@@ -240,10 +241,13 @@ def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
     with pytest.raises(Recorded):
         finetune(cfg, pretrained_dir, train, train, str(tmp_path / "jit"),
                  runtime=RuntimeOptions(jit_compile=True))
-    with pytest.raises(Recorded):  # the fused dropout's own 32-bit draws
+    runtime._note_sixteen_bits_unused.cache_clear()
+    capsys.readouterr()
+    with pytest.raises(Recorded):  # the fused dropout's own 32-bit draws, with a note
         finetune(cfg, pretrained_dir, train, train, str(tmp_path / "fused"),
                  runtime=RuntimeOptions(sixteen_bit_dropout=True))
     assert held[1:] == [set(), {"FusedDropout", "FusedLayerNormalization", "fused_gelu"}]
+    assert "note: --sixteen_bit_dropout leaves the fused dropout" in capsys.readouterr().err
 
 
 def test_fine_tuning_without_a_dev_set_keeps_the_model_unscored(pretrained_dir, tmp_path,

@@ -23,10 +23,10 @@ import tensorflow as tf
 from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.encoder import ElectraEncoder
-from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
 from electra_tf.layers.fused_dropout import FusedDropout, swap_dropouts
 from electra_tf.layers.fused_layer_normalization import (FusedLayerNormalization,
                                                            use_fused_layer_norms)
+from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
 from electra_tf.tf_runtime import accelerator_visible, bfloat16_products_accumulate_in_float32
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
 
@@ -157,8 +157,18 @@ def use_training_kernels(model, options: RuntimeOptions) -> list:
 def _dropout_class(options: RuntimeOptions):
     """The class `options` give Keras's dropouts in training, or None to keep theirs."""
     if options.fused_dropout:
+        if options.sixteen_bit_dropout:
+            _note_sixteen_bits_unused()
         return FusedDropout
     return SixteenBitDropout if options.sixteen_bit_dropout else None
+
+
+@functools.cache  # once per process, not per `fit`
+def _note_sixteen_bits_unused() -> None:
+    print("note: --sixteen_bit_dropout leaves the fused dropout this run trains with as it "
+          "is (32 bits a value: 16 were no faster there); it applies where Keras's dropout "
+          "runs (--nofused_dropout, or fine-tuning shorter than 256 positions).",
+          file=sys.stderr)
 
 
 def runs_training_kernels(model) -> bool:
