@@ -25,9 +25,9 @@ from electra_tf.layers.inference import forms_per_call, inference_only, onednn_t
 from electra_tf.layers.masked_lm_head import tied_masked_lm_head
 from electra_tf.layers.onednn_batch_matmul import batch_matmul
 from electra_tf.layers.onednn_trial_at_load import OneDnnTrialAtLoad
-from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
 from electra_tf.layers.query_first_attention import (SMALL_ATTENTION_MAX_SCORES,
                                                       self_attention)
+from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
 from electra_tf.tf_runtime import (accelerator_visible, bfloat16_products_accumulate_in_float32,
                                    one_thread_product_bytes, onednn_enabled,
                                    products_run_on_eigen, products_run_on_onednn)

@@ -24,9 +24,9 @@ from electra_tf.layers.fused_dropout import drop_threshold, kept_values
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class SixteenBitDropout(keras.layers.Dropout):
-    """A `Dropout` whose training-time mask comes from 16 random bits a value; a
-    `noise_shape`, or a rate of 0 or 1 (or within 2^-17 of it), goes through
-    `Dropout.call` unchanged."""
+    """A `Dropout` whose training-time mask comes from 16 random bits a value (a rate
+    below 2^-17 drops nothing); a `noise_shape`, or a rate of 0, or of 1 or within 2^-17
+    of it, goes through `Dropout.call` unchanged."""
 
     def call(self, inputs, training=False):
         threshold = drop_threshold(self.rate, 16)
