@@ -28,7 +28,6 @@ is printed, with the paired ratio torch / ours per round.
 """
 
 import os
-import random
 import statistics
 import sys
 import time
@@ -42,56 +41,22 @@ import demo_data  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", demo_data.REFERENCE_DISCRIMINATOR, demo_data.MODEL_HELP)
-flags.DEFINE_list("tasks", ["classify", "tag", "qa"], "Tasks to time.")
+flags.DEFINE_list("tasks", list(demo_data.FINETUNING_TASKS), "Tasks to time.")
 flags.DEFINE_integer("batch_size", 16, "Examples per step.")
 flags.DEFINE_integer("steps", 6, "Timed steps per side and round.")
 flags.DEFINE_integer("rounds", 2, "Rounds (every side in turn in each).")
 flags.DEFINE_bool("sixteen_bit_dropout", False, "Ours with 16-bit dropout decisions "
                   "(`RuntimeOptions.sixteen_bit_dropout`, an approximation, off by default).")
-TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 LENGTHS = {"classify": 128, "tag": 128, "qa": 384}
-
-
-def examples(task, count):
-    """(inputs, targets) of `count` examples: ours as `fit` takes them."""
-    rng = random.Random(0)
-    rows = demo_data.sentiment("train")
-    texts, labels = [r["text"] for r in rows], [int(r["label"]) for r in rows]
-    if task == "classify":
-        return texts[:count], labels[:count]
-    if task == "tag":
-        words = [t.split() for t in texts[:count]]
-        return words, [[rng.choice(TAGS) for _ in w] for w in words]
-    path = os.path.join(demo_data.ROOT, "data", "demo", "corpus",
-                        "sotu_1961_john_f_kennedy_d.txt")
-    with open(path, encoding="utf-8") as f:
-        corpus = f.read().split()
-    questions, contexts, answers = [], [], []
-    for _ in range(count):
-        n = rng.randint(100, 200)
-        begin = rng.randint(0, len(corpus) - n)
-        at = rng.randint(3, n - 3)
-        passage = corpus[begin:begin + n]
-        questions.append("what about " + " ".join(passage[at - 3:at]) + "?")
-        contexts.append(" ".join(passage))
-        answers.append((" ".join(passage[at:at + 3]), len(" ".join(passage[:at])) + 1))
-    return (questions, contexts), answers
 
 
 def ours(task, model_dir):
     """fit(inputs, targets) -> the seconds of each step."""
     import keras
 
-    import electra_tf
     from electra_tf.training.runtime_options import RuntimeOptions
 
-    if task == "classify":
-        model = electra_tf.ElectraTextClassifier.from_pretrained(model_dir, num_classes=2)
-    elif task == "tag":
-        model = electra_tf.ElectraTokenClassifier.from_pretrained(model_dir,
-                                                                  label_names=TAGS)
-    else:
-        model = electra_tf.ElectraQuestionAnswerer.from_pretrained(model_dir)
+    model = demo_data.task_model(task, model_dir)
     model.training_kernels = RuntimeOptions(sixteen_bit_dropout=FLAGS.sixteen_bit_dropout)
 
     def fit(inputs, targets):
@@ -113,7 +78,8 @@ def torch_peer(task, model_dir):
     kind = {"classify": transformers.ElectraForSequenceClassification,
             "tag": transformers.ElectraForTokenClassification,
             "qa": transformers.ElectraForQuestionAnswering}[task]
-    model = kind.from_pretrained(model_dir, num_labels=len(TAGS) if task == "tag" else 2)
+    tags = demo_data.TAGS
+    model = kind.from_pretrained(model_dir, num_labels=len(tags) if task == "tag" else 2)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
@@ -127,9 +93,9 @@ def torch_peer(task, model_dir):
                                 truncation=True, max_length=LENGTHS[task],
                                 return_tensors="pt")
             labels = []
-            for row, tags in enumerate(targets):  # first pieces carry the tags
-                words, previous = encoded.word_ids(row), None
-                labels.append([-100 if w is None or w == previous else TAGS.index(tags[w])
+            for row, row_tags in enumerate(targets):  # first pieces carry the tags
+                words = encoded.word_ids(row)
+                labels.append([-100 if w is None or w == previous else tags.index(row_tags[w])
                                for w, previous in zip(words, [None] + words)])
             return {**encoded, "labels": torch.tensor(labels)}
         questions, contexts = inputs
@@ -172,7 +138,7 @@ def main(argv):
           f"{FLAGS.rounds} rounds per side")
     per_step = FLAGS.batch_size * FLAGS.steps
     for task in FLAGS.tasks:
-        inputs, targets = examples(task, per_step * (FLAGS.rounds + 1))
+        inputs, targets = demo_data.finetuning_examples(task, per_step * (FLAGS.rounds + 1))
         sides = {"ours": ours(task, FLAGS.model), "torch": torch_peer(task, FLAGS.model)}
         warm = slice(0, per_step)
         for fit in sides.values():
