@@ -51,6 +51,12 @@ def finetuning_examples(task: str, count: int):
     return (questions, contexts), answers
 
 
+def rows(inputs, part):
+    """The examples `part` (a slice) of `finetuning_examples`' inputs, or of each of a
+    tuple's (QA's questions and contexts)."""
+    return (inputs[0][part], inputs[1][part]) if isinstance(inputs, tuple) else inputs[part]
+
+
 def task_model(task: str, model_dir: str):
     """Our task model of a `FINETUNING_TASKS` task, from the discriminator in `model_dir`."""
     import electra_tf

@@ -112,19 +112,13 @@ def torch_peer(task, model_dir):
             start = time.perf_counter()
             part = slice(begin, begin + FLAGS.batch_size)
             optimizer.zero_grad()
-            model(**batch(rows(inputs, part), targets[part])).loss.backward()
+            model(**batch(demo_data.rows(inputs, part), targets[part])).loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             times.append(time.perf_counter() - start)
         return times
 
     return fit
-
-
-def rows(inputs, part):
-    """The examples `part` (a slice) of inputs, or of each of a tuple's (QA's questions and
-    contexts)."""
-    return (inputs[0][part], inputs[1][part]) if isinstance(inputs, tuple) else inputs[part]
 
 
 def main(argv):
@@ -142,14 +136,14 @@ def main(argv):
         sides = {"ours": ours(task, FLAGS.model), "torch": torch_peer(task, FLAGS.model)}
         warm = slice(0, per_step)
         for fit in sides.values():
-            fit(rows(inputs, warm), targets[warm])
+            fit(demo_data.rows(inputs, warm), targets[warm])
         steps = {name: [] for name in sides}
         ratios = []
         for r in range(FLAGS.rounds):
             part = slice(per_step * (r + 1), per_step * (r + 2))
             medians = {}
             for name, fit in sides.items():
-                times = fit(rows(inputs, part), targets[part])
+                times = fit(demo_data.rows(inputs, part), targets[part])
                 steps[name] += times
                 medians[name] = statistics.median(times)
             ratios.append(medians["torch"] / medians["ours"])

@@ -98,10 +98,6 @@ def finetuning(batch_size):
     inputs, targets = demo_data.finetuning_examples(FLAGS.task,
                                                     per_round * (FLAGS.pairs + 1))
 
-    def rows(part):
-        return ((inputs[0][part], inputs[1][part]) if isinstance(inputs, tuple)
-                else inputs[part]), targets[part]
-
     models = {}
     for on in (False, True):
         keras.utils.set_random_seed(0)
@@ -111,8 +107,8 @@ def finetuning(batch_size):
 
     def steps(model, part):
         ends = []
-        model.fit(*rows(part), batch_size=batch_size, epochs=1, shuffle=False, verbose=0,
-                  callbacks=[keras.callbacks.LambdaCallback(
+        model.fit(demo_data.rows(inputs, part), targets[part], batch_size=batch_size,
+                  epochs=1, shuffle=False, verbose=0, callbacks=[keras.callbacks.LambdaCallback(
                       on_train_batch_end=lambda *_, **__: ends.append(time.perf_counter()))])
         return [b - a for a, b in zip(ends, ends[1:])]  # the first step's set-up left out
 
