@@ -51,6 +51,15 @@ def drop_threshold(rate: float, bits: int):
     return None if threshold >= 2 ** bits else tf.constant(threshold, _BITS_TYPES[bits])
 
 
+def training_threshold(layer: keras.layers.Dropout, training, bits: int):
+    """The `drop_threshold` a Keras `Dropout` `layer` of ours drops by in this call, or None
+    where the call is Keras's own: not training, a `noise_shape`, a rate of 0 or 1, or one
+    whose threshold `bits` cannot hold."""
+    if not training or not 0 < layer.rate < 1 or layer.noise_shape is not None:
+        return None
+    return drop_threshold(layer.rate, bits)
+
+
 # The bits are drawn as uint64 and read as their 32- or 16-bit words in order. 32-bit
 # words are those a flat uint32 draw gives, at about half the cost of XLA's uint32 draws,
 # shaped or flat (alone, 2-core AMD EPYC Zen 5, ms, shaped / flat / halves: [32, 4, 128,
@@ -103,9 +112,8 @@ class FusedDropout(keras.layers.Dropout):
     of 0 or 1, goes through `Dropout.call` unchanged."""
 
     def call(self, inputs, training=False):
-        threshold = drop_threshold(self.rate, 32)
-        if (not training or not 0 < self.rate < 1 or self.noise_shape is not None
-                or threshold is None):
+        threshold = training_threshold(self, training, 32)
+        if threshold is None:
             return super().call(inputs, training=training)
         # Keras's seed state is int64; XLA's stateless generators take int32 seeds.
         seed = tf.cast(tf.math.floormod(self.seed_generator.next(), 2 ** 31 - 1), tf.int32)

@@ -19,7 +19,7 @@ training runs use it; exports never contain it, and at inference it is Keras's `
 import keras
 import tensorflow as tf
 
-from electra_tf.layers.fused_dropout import drop_threshold, kept_values
+from electra_tf.layers.fused_dropout import kept_values, training_threshold
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -29,9 +29,8 @@ class SixteenBitDropout(keras.layers.Dropout):
     of it, goes through `Dropout.call` unchanged."""
 
     def call(self, inputs, training=False):
-        threshold = drop_threshold(self.rate, 16)
-        if (not training or not 0 < self.rate < 1 or self.noise_shape is not None
-                or threshold is None):
+        threshold = training_threshold(self, training, 16)
+        if threshold is None:
             return super().call(inputs, training=training)
         keep = kept_values(tf.shape(inputs), self.seed_generator.next(), threshold,
                            alg="auto_select")
