@@ -26,14 +26,16 @@ def finetuning_examples(task: str, count: int):
     """(inputs, targets) of `count` examples of a `FINETUNING_TASKS` task, as our task
     models' `fit` takes them: classify, the demo sentiment texts and labels; tag, their
     words and random `TAGS`; qa, a question of three words read just before a three-word
-    answer in 100-200-word passages of the demo corpus."""
+    answer in 100-200-word passages of the demo corpus. The sentiment texts repeat, in
+    order, beyond the set's 2,400."""
     rng = random.Random(0)
     rows = sentiment("train")
+    rows = [rows[i % len(rows)] for i in range(count)]
     texts, labels = [r["text"] for r in rows], [int(r["label"]) for r in rows]
     if task == "classify":
-        return texts[:count], labels[:count]
+        return texts, labels
     if task == "tag":
-        words = [t.split() for t in texts[:count]]
+        words = [t.split() for t in texts]
         return words, [[rng.choice(TAGS) for _ in w] for w in words]
     path = os.path.join(ROOT, "data", "demo", "corpus",
                         "sotu_1961_john_f_kennedy_d.txt")
