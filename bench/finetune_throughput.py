@@ -19,6 +19,11 @@ the fast tokenizer padding each batch to its longest example (Hugging Face's
 slower), fused AdamW and clipping. QA heads differ (ours: the official joint end head and
 no-answer classifier; torch: two linear heads), a small share of the work.
 
+`--mixed_precision bf16` times both in bfloat16: ours built under Keras's
+`mixed_bfloat16` policy (as `finetune.py --mixed_precision bf16` builds it), torch's
+forward and loss under `torch.autocast("cpu", torch.bfloat16)` (weights and optimizer in
+float32 on both sides).
+
 `--sixteen_bit_dropout` times ours with the opt-in 16-bit dropout decisions (shorter inputs
 only: QA's dropouts are the fused kernels').
 
@@ -45,6 +50,8 @@ flags.DEFINE_list("tasks", list(demo_data.FINETUNING_TASKS), "Tasks to time.")
 flags.DEFINE_integer("batch_size", 16, "Examples per step.")
 flags.DEFINE_integer("steps", 6, "Timed steps per side and round.")
 flags.DEFINE_integer("rounds", 2, "Rounds (every side in turn in each).")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16"], "Both sides' precision "
+                  "(below).")
 flags.DEFINE_bool("sixteen_bit_dropout", False, "Ours with 16-bit dropout decisions "
                   "(`RuntimeOptions.sixteen_bit_dropout`, an approximation, off by default).")
 LENGTHS = {"classify": 128, "tag": 128, "qa": 384}
@@ -54,9 +61,11 @@ def ours(task, model_dir):
     """fit(inputs, targets) -> the seconds of each step."""
     import keras
 
+    from electra_tf.training.runtime import precision
     from electra_tf.training.runtime_options import RuntimeOptions
 
-    model = demo_data.task_model(task, model_dir)
+    with precision(FLAGS.mixed_precision):
+        model = demo_data.task_model(task, model_dir)
     model.training_kernels = RuntimeOptions(sixteen_bit_dropout=FLAGS.sixteen_bit_dropout)
 
     def fit(inputs, targets):
@@ -112,7 +121,10 @@ def torch_peer(task, model_dir):
             start = time.perf_counter()
             part = slice(begin, begin + FLAGS.batch_size)
             optimizer.zero_grad()
-            model(**batch(demo_data.rows(inputs, part), targets[part])).loss.backward()
+            with torch.autocast("cpu", torch.bfloat16,
+                                enabled=FLAGS.mixed_precision == "bf16"):
+                loss = model(**batch(demo_data.rows(inputs, part), targets[part])).loss
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             times.append(time.perf_counter() - start)
@@ -129,7 +141,7 @@ def main(argv):
     model_name = next((line.split(":", 1)[1].strip() for line in cpu.splitlines()
                        if line.startswith("Model name")), "?")
     print(f"CPU: {model_name}; batch {FLAGS.batch_size}, {FLAGS.steps} steps x "
-          f"{FLAGS.rounds} rounds per side")
+          f"{FLAGS.rounds} rounds per side, {FLAGS.mixed_precision}")
     per_step = FLAGS.batch_size * FLAGS.steps
     for task in FLAGS.tasks:
         inputs, targets = demo_data.finetuning_examples(task, per_step * (FLAGS.rounds + 1))
