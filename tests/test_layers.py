@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from conftest import run_command
 from electra_tf.config import ElectraConfig
-from electra_tf.layers import flat_dense, layer_stack
+from electra_tf.layers import activations, flat_dense, layer_stack
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.bfloat16_rounding import narrow
 from electra_tf.layers.closed_form_layer_normalization import (
@@ -117,6 +117,39 @@ def test_our_gelus_match_keras_gelu_and_its_gradient(ours, dtype, rtol, atol):
     unit = as_float(tape.gradient(fused, x))
     np.testing.assert_allclose(unit[[0, 120, 140, 240]], [0.0, 0.5, 1.0833155, 1.0],
                                rtol=rtol, atol=max(atol, 1e-5))
+
+
+@pytest.mark.parametrize("rows", [16, 17, 37])
+@pytest.mark.parametrize("dtype, rtol, atol", [(tf.float32, 1e-6, 1e-6),
+                                               (tf.bfloat16, 1e-2, 5e-3)])
+def test_the_fused_gelu_of_rows_unknown_until_run_time_is_keras_gelu(rows, dtype, rtol, atol):
+    """Where a batch's rows are unknown when traced, the fused GELU's kernels run over them
+    padded to a bucket (16 fills one, 17 and 37 do not): the padding is cut off both ways."""
+    rng = np.random.default_rng(rows)
+    x = tf.constant(rng.normal(0.0, 2.0, (rows, 8)), dtype)
+    upstream = tf.constant(rng.normal(size=(rows, 8)), dtype)
+
+    def outputs_and_gradient(gelu_of):
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], dtype)] * 2)
+        def traced(x, upstream):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = gelu_of(x)
+            return y, tape.gradient(y, x, output_gradients=upstream)
+        return [tf.cast(t, tf.float32).numpy() for t in traced(x, upstream)]
+
+    for got, expected in zip(outputs_and_gradient(fused_gelu),
+                             outputs_and_gradient(keras.activations.gelu)):
+        assert got.shape == (rows, 8)
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+def test_row_buckets_round_rows_up_by_at_most_an_eighth():
+    rows = [1, 15, 16, 17, 600, 640, 641, 1024, 1025, activations.ROW_BUCKETS[-1] + 1]
+    got = [int(activations.bucketed_rows(tf.constant(n))) for n in rows]
+    assert got == [1, 15, 16, 18, 640, 640, 704, 1024, 1152, rows[-1]]
+    assert all(n <= b < n * 1.125 + 1 for n, b in zip(range(1, 5000), (
+        int(b) for b in tf.map_fn(activations.bucketed_rows, tf.range(1, 5000)))))
 
 
 def norms_alike(classes, policy):

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import DEMO, head, read_jsonl, run_command, traces
 from electra_tf import run_dir
@@ -191,6 +192,29 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (True, False, False)
 
 
+
+
+def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_over_rows_in_buckets(
+        pretrained_dir, tmp_path):
+    """In bfloat16, where TensorFlow's GELU is a dozen slow passes, short-input fine-tuning
+    takes the fused GELU (`RuntimeOptions.for_run`), traced for rows unknown until run time
+    (its kernels then run over them padded to a bucket), and still no other kernel."""
+    from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
+
+    kernels = (activations._gelu, activations._gelu_backward, fused_dropout._dropout_mask,
+               fused_layer_normalization._forward)
+    before = traces(*kernels)
+    train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
+    finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
+                            epochs=1), pretrained_dir, train, None, str(tmp_path / "out"),
+             runtime=RuntimeOptions(mixed_precision="bf16"))
+    after = traces(*kernels)
+    assert after[0] > before[0] and after[1] > before[1] and after[2:] == before[2:]
+    assert any(f.structured_input_signature[0][0].shape.as_list()[0] is None
+               and f.structured_input_signature[0][0].dtype == tf.bfloat16
+               for f in activations._gelu._list_all_concrete_functions())
+    told = RuntimeOptions().for_run(few_shapes=False, bfloat16=True)
+    assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (False, True, False)
 
 def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
         pretrained_dir, tmp_path, monkeypatch, capsys):

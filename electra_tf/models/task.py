@@ -199,8 +199,10 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         later steps 0.86-0.90x the time, a fresh process's first 8 steps 16.2-16.8 s
         against 17.3-17.6, compilations included; sentences of ~40 positions 0.94-0.97x.
         Shorter packings keep their exact lengths and the layers' own kernels: a short run
-        would spend more on compiling than the kernels save. The kernels are the layers'
-        own again after `fit`; its functions keep what they traced."""
+        would spend more on compiling than the kernels save. Models computing in bfloat16
+        take the fused GELU there too, over each batch's rows padded to one of a few sizes
+        (`RuntimeOptions.for_run` says why). The kernels are the layers' own again after
+        `fit`; its functions keep what they traced."""
         shuffle = optimization.fit_shuffle(x, shuffle)
         if isinstance(validation_data, tuple):
             validation_data = batched(self.examples_dataset(*validation_data),
@@ -227,7 +229,9 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
             validation_data, kwargs["validation_steps"] = one_iterator_a_run(validation_data)
         optimization.build_optimizer_before_fit(self)
         long_inputs = (self.packed_length(x) or 0) >= LONG_INPUT_LENGTH
-        kernels = self.training_kernels.for_run(few_shapes=long_inputs and not self.jit_compile)
+        kernels = self.training_kernels.for_run(
+            few_shapes=long_inputs and not self.jit_compile,
+            bfloat16=self.encoder.compute_dtype == "bfloat16" and not self.jit_compile)
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
             return super().fit(without_autotuning(x), y, batch_size=batch_size, epochs=epochs,
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,

@@ -172,10 +172,10 @@ def _note_sixteen_bits_unused() -> None:
 
 
 def runs_training_kernels(model) -> bool:
-    """Whether a built `model` runs any of the XLA training kernels
-    (`use_training_kernels`), which compile for every shape."""
+    """Whether a built `model` runs any of the XLA training kernels that compile for every
+    shape (`use_training_kernels`): the dropouts' and layer norms'; the GELU's bound
+    theirs itself (`layers.activations.fused_gelu_of_sum`)."""
     return any(isinstance(layer, (FusedDropout, FusedLayerNormalization))
-               or getattr(layer, "activation", None) is fused_gelu
                for layer in model._flatten_layers())
 
 

@@ -28,7 +28,8 @@ class RuntimeOptions:
     jit_compile: bool = False  # XLA; measure first: on CPUs it is often slower
     # The three training kernels below: None leaves each to the run (`for_run`).
     # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
-    # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README). Weights are unaffected.
+    # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README), ~20% faster
+    # bfloat16 fine-tuning on short inputs. Weights are unaffected.
     fused_gelu: Optional[bool] = None
     # Every dropout as small XLA kernels (`layers.fused_dropout`: the mask, then the kept
     # values scaled, each way): the same distribution, other random draws; exports are
@@ -43,17 +44,24 @@ class RuntimeOptions:
     # unless asked; exports are unaffected.
     sixteen_bit_dropout: bool = False
 
-    def for_run(self, few_shapes: bool) -> "RuntimeOptions":
+    def for_run(self, few_shapes: bool, bfloat16: bool = False) -> "RuntimeOptions":
         """These options, each training kernel left unset (None) turned on if the run's
-        batches come in few shapes and off if not. XLA compiles a kernel for every shape it
-        meets: one fine-tuning epoch on the demo sentiment texts, each batch ending after
-        its longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
+        batches come in few shapes and off if not; the GELU's also on for models that
+        compute in bfloat16 (`bfloat16`). XLA compiles a kernel for every shape it meets:
+        one fine-tuning epoch on the demo sentiment texts, each batch ending after its
+        longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
         instead of 92 (docs/results.md, twentieth pass). Pretraining's batches have one
         shape; fine-tuning's on long inputs (`models.task.LONG_INPUT_LENGTH`) end at one of a
-        few lengths (`models.task.bucketed_length`)."""
+        few lengths (`models.task.bucketed_length`). The fused GELU runs over a batch's rows
+        padded to one of a few sizes (`layers.activations.fused_gelu_of_sum`), which pays
+        in bfloat16, where TensorFlow's own GELU is a dozen slow bfloat16 passes: short-input
+        fine-tuning steps 0.80x the time; in float32 0.97-1.02x, less than its
+        compilations cost a short run (docs/results.md, seventieth pass)."""
+        unset = {"fused_gelu": few_shapes or bfloat16, "fused_dropout": few_shapes,
+                 "fused_layer_norm": few_shapes}
         return dataclasses.replace(self, **{
-            name: few_shapes if getattr(self, name) is None else getattr(self, name)
-            for name in ("fused_gelu", "fused_dropout", "fused_layer_norm")})
+            name: on if getattr(self, name) is None else getattr(self, name)
+            for name, on in unset.items()})
 
     @property
     def encoder_activation(self) -> str:
