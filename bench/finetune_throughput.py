@@ -24,8 +24,9 @@ no-answer classifier; torch: two linear heads), a small share of the work.
 forward and loss under `torch.autocast("cpu", torch.bfloat16)` (weights and optimizer in
 float32 on both sides).
 
-`--sixteen_bit_dropout` times ours with the opt-in 16-bit dropout decisions (shorter inputs
-only: QA's dropouts are the fused kernels').
+`--[no]sixteen_bit_dropout` times ours with or without the 16-bit dropout decisions
+(default: ours as it defaults, on in bf16 and off in float32; shorter inputs only: QA's
+dropouts are the fused kernels').
 
 Each round times every side in turn (`--rounds`): `--steps` steps after one warm-up call
 of `--steps` steps (tracing, first runs); the median step of each side over all rounds
@@ -52,8 +53,8 @@ flags.DEFINE_integer("steps", 6, "Timed steps per side and round.")
 flags.DEFINE_integer("rounds", 2, "Rounds (every side in turn in each).")
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16"], "Both sides' precision "
                   "(below).")
-flags.DEFINE_bool("sixteen_bit_dropout", False, "Ours with 16-bit dropout decisions "
-                  "(`RuntimeOptions.sixteen_bit_dropout`, an approximation, off by default).")
+flags.DEFINE_bool("sixteen_bit_dropout", None, "Ours with 16-bit dropout decisions "
+                  "(`RuntimeOptions.sixteen_bit_dropout`; default: its own).")
 LENGTHS = {"classify": 128, "tag": 128, "qa": 384}
 
 

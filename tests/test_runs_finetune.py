@@ -188,33 +188,66 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
                             epochs=1), pretrained_dir, train, None, str(tmp_path / "out"))
     assert traces(*kernels) == before
-    told = RuntimeOptions(fused_dropout=True).for_run(few_shapes=False)
-    assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (True, False, False)
 
 
 
 
-def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_over_rows_in_buckets(
-        pretrained_dir, tmp_path):
-    """In bfloat16, where TensorFlow's GELU is a dozen slow passes, short-input fine-tuning
-    takes the fused GELU (`RuntimeOptions.for_run`), traced for rows unknown until run time
-    (its kernels then run over them padded to a bucket), and still no other kernel."""
+def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_sixteen_bit_dropout(
+        pretrained_dir, tmp_path, monkeypatch):
+    """In bfloat16, where TensorFlow's GELU is a dozen slow passes and Keras's dropout draws
+    a bfloat16 of 128 values, short-input fine-tuning takes the fused GELU, traced for rows
+    unknown until run time (its kernels then run over them padded to a bucket), and the
+    16-bit dropout (`RuntimeOptions.for_run`); still no other XLA kernel, and
+    --nosixteen_bit_dropout keeps Keras's dropout."""
     from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
+    from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
+    from electra_tf.models import task
 
-    kernels = (activations._gelu, activations._gelu_backward, fused_dropout._dropout_mask,
-               fused_layer_normalization._forward)
+    kernels = (fused_dropout._dropout_mask, fused_layer_normalization._forward)
     before = traces(*kernels)
+    held, gelu_inputs = [], []
+    original, gelu = task.training_kernels, activations._gelu
+
+    @contextlib.contextmanager
+    def recorded(model, options):
+        with original(model, options):
+            held.append(sum(isinstance(layer, SixteenBitDropout)
+                            for layer in model._flatten_layers()))
+            yield
+
+    def recorded_gelu(x, bias):
+        gelu_inputs.append((x.shape.as_list(), x.dtype))
+        return gelu(x, bias)
+
+    monkeypatch.setattr(task, "training_kernels", recorded)
+    monkeypatch.setattr(activations, "_gelu", recorded_gelu)
     train = head(DEMO / "sentiment" / "train.jsonl", 16, tmp_path / "train.jsonl")
-    finetune(FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
-                            epochs=1), pretrained_dir, train, None, str(tmp_path / "out"),
+    cfg = FinetuneConfig(task="text_classification", max_seq_length=32, batch_size=8,
+                         epochs=1)
+    finetune(cfg, pretrained_dir, train, None, str(tmp_path / "out"),
              runtime=RuntimeOptions(mixed_precision="bf16"))
-    after = traces(*kernels)
-    assert after[0] > before[0] and after[1] > before[1] and after[2:] == before[2:]
-    assert any(f.structured_input_signature[0][0].shape.as_list()[0] is None
-               and f.structured_input_signature[0][0].dtype == tf.bfloat16
-               for f in activations._gelu._list_all_concrete_functions())
-    told = RuntimeOptions().for_run(few_shapes=False, bfloat16=True)
-    assert (told.fused_dropout, told.fused_gelu, told.fused_layer_norm) == (False, True, False)
+    assert traces(*kernels) == before
+    assert gelu_inputs and all(shape[0] is None and dtype == tf.bfloat16
+                               for shape, dtype in gelu_inputs)
+    finetune(cfg, pretrained_dir, train, None, str(tmp_path / "keras_dropout"),
+             runtime=RuntimeOptions(mixed_precision="bf16", sixteen_bit_dropout=False))
+    assert held[0] > 0 and held[1] == 0
+
+
+@pytest.mark.parametrize("asked, few_shapes, bfloat16, kernels", [
+    (RuntimeOptions(), False, False, (False, False, False, False)),
+    (RuntimeOptions(), False, True, (True, False, False, True)),
+    (RuntimeOptions(), True, True, (True, True, True, False)),
+    (RuntimeOptions(sixteen_bit_dropout=False), False, True, (True, False, False, False)),
+    (RuntimeOptions(fused_dropout=False), True, True, (True, False, True, True)),
+    (RuntimeOptions(fused_dropout=True), False, False, (False, True, False, False)),
+])
+def test_a_runs_unset_kernels_follow_its_shapes_and_precision(asked, few_shapes, bfloat16,
+                                                              kernels):
+    told = asked.for_run(few_shapes=few_shapes, bfloat16=bfloat16)
+    assert (told.fused_gelu, told.fused_dropout, told.fused_layer_norm,
+            told.sixteen_bit_dropout) == kernels
+
 
 def test_fine_tuning_on_long_inputs_calls_the_training_kernels_not_turned_off(
         pretrained_dir, tmp_path, monkeypatch, capsys):

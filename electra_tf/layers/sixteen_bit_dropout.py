@@ -1,5 +1,5 @@
 """`SixteenBitDropout`: Keras's `Dropout` deciding by 16 random bits a value instead of a
-float drawn from 32, opt-in (`RuntimeOptions.sixteen_bit_dropout`).
+float drawn from 32 (`RuntimeOptions.sixteen_bit_dropout`: on by default in bfloat16).
 
 Written by hand because neither Keras nor TensorFlow draws fewer bits for a dropout.
 TensorFlow's Philox generator is most of a Keras dropout's cost on CPUs (314 of 387 us at
@@ -11,8 +11,10 @@ dropout does it.
 
 The price: a value is dropped with probability round(rate x 2^16) / 2^16 (0.1000061 for a
 rate of 0.1) instead of rate to 2^-23 (Keras's float draws) or 2^-32 (`FusedDropout`); the
-kept values are still scaled by 1 / (1 - rate). An approximation, so off by default. Only
-training runs use it; exports never contain it, and at inference it is Keras's `Dropout`
+kept values are still scaled by 1 / (1 - rate). An approximation, so off by default in
+float32; in bfloat16 Keras's own dropout is a coarser one (a bfloat16 uniform draw takes
+128 values: it drops 13 / 128 = 0.1016 for 0.1), so there it is on. Only training runs
+use it; exports never contain it, and at inference it is Keras's `Dropout`
 (the identity).
 """
 

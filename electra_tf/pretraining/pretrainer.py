@@ -153,7 +153,8 @@ class ElectraPretrainer(keras.Model):
         if "validation_data" in kwargs:
             kwargs["validation_data"] = without_autotuning(kwargs["validation_data"])
         # Batches of one shape: the kernels left unset (None) are on, as in the command.
-        kernels = self.training_kernels.for_run(few_shapes=True)
+        kernels = self.training_kernels.for_run(
+            few_shapes=True, bfloat16=self.compute_dtype == "bfloat16")
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
             return super().fit(without_autotuning(x), *args, **kwargs)
 

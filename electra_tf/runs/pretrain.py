@@ -204,7 +204,8 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
     `optimizer` is the AdamW that checkpoints hold; under fp16 the model's optimizer wraps
     it for loss scaling (the scale is not saved: it re-adapts within a few steps).
     """
-    runtime = (runtime or RuntimeOptions()).for_run(few_shapes=True)
+    runtime = runtime or RuntimeOptions()
+    runtime = runtime.for_run(few_shapes=True, bfloat16=runtime.mixed_precision == "bf16")
     with runtime_lib.precision(runtime.mixed_precision):
         model = ElectraPretrainer(config, activation=runtime.encoder_activation)
         model.build_all()

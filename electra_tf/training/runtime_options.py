@@ -40,14 +40,17 @@ class RuntimeOptions:
     fused_layer_norm: Optional[bool] = None
     # Keras's dropouts (where the fused ones do not run) deciding by 16 random bits a value
     # (`layers.sixteen_bit_dropout`): half the random numbers drawn, each value dropped with
-    # probability round(rate x 2^16) / 2^16 (0.1000061 for 0.1), an approximation, so off
-    # unless asked; exports are unaffected.
-    sixteen_bit_dropout: bool = False
+    # probability round(rate x 2^16) / 2^16 (0.1000061 for 0.1). None: on for models that
+    # compute in bfloat16, whose Keras dropout decides by a bfloat16 draw of 128 values
+    # (0.1016 for 0.1), so 16 bits are nearer the rate and faster (~5%); off in float32,
+    # where Keras's draws give the rate to 2^-23. Exports are unaffected.
+    sixteen_bit_dropout: Optional[bool] = None
 
     def for_run(self, few_shapes: bool, bfloat16: bool = False) -> "RuntimeOptions":
         """These options, each training kernel left unset (None) turned on if the run's
         batches come in few shapes and off if not; the GELU's also on for models that
-        compute in bfloat16 (`bfloat16`). XLA compiles a kernel for every shape it meets:
+        compute in bfloat16 (`bfloat16`), as are, unset, the 16-bit decisions of the
+        dropouts that stay Keras's (above). XLA compiles a kernel for every shape it meets:
         one fine-tuning epoch on the demo sentiment texts, each batch ending after its
         longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
         instead of 92 (docs/results.md, twentieth pass). Pretraining's batches have one
@@ -59,9 +62,12 @@ class RuntimeOptions:
         compilations cost a short run (docs/results.md, seventieth pass)."""
         unset = {"fused_gelu": few_shapes or bfloat16, "fused_dropout": few_shapes,
                  "fused_layer_norm": few_shapes}
-        return dataclasses.replace(self, **{
+        run = dataclasses.replace(self, **{
             name: on if getattr(self, name) is None else getattr(self, name)
             for name, on in unset.items()})
+        if run.sixteen_bit_dropout is None:
+            run.sixteen_bit_dropout = bfloat16 and not run.fused_dropout
+        return run
 
     @property
     def encoder_activation(self) -> str:
