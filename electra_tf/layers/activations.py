@@ -81,9 +81,9 @@ def fused_gelu_of_sum(x, bias):
 
     Where `x`'s rows are unknown until run time (batches of sentences, each as long as its
     longest), the kernels run over them padded with zeros to `bucketed_rows`: XLA compiles
-    a kernel for every shape it meets, and the buckets bound them (~15 for a run's batches
-    of 16 sentences of 20-60 pieces) where the batches' own shapes could be ~50. The
-    padding costs a copy each way, and a bucket up to 12.5% more rows."""
+    a kernel for every shape it meets, and the buckets bound them (an epoch of the demo
+    sentiment texts in batches of 16: 15-17 buckets against 44-49 shapes, 3.6% more rows
+    on average). The padding costs a copy each way."""
     if x.shape[0] is not None:
         return _gelu(x, bias), lambda upstream: _gelu_backward(x, bias, upstream)
     rows = tf.shape(x)[0]
