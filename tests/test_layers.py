@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from conftest import run_command
 from electra_tf.config import ElectraConfig
-from electra_tf.layers import activations, flat_dense, layer_stack
+from electra_tf.layers import flat_dense, layer_stack, row_buckets
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.bfloat16_rounding import narrow
 from electra_tf.layers.closed_form_layer_normalization import (
@@ -145,11 +145,11 @@ def test_the_fused_gelu_of_rows_unknown_until_run_time_is_keras_gelu(rows, dtype
 
 
 def test_row_buckets_round_rows_up_by_at_most_an_eighth():
-    rows = [1, 15, 16, 17, 600, 640, 641, 1024, 1025, activations.ROW_BUCKETS[-1] + 1]
-    got = [int(activations.bucketed_rows(tf.constant(n))) for n in rows]
+    rows = [1, 15, 16, 17, 600, 640, 641, 1024, 1025, row_buckets.ROW_BUCKETS[-1] + 1]
+    got = [int(row_buckets.bucketed_rows(tf.constant(n))) for n in rows]
     assert got == [1, 15, 16, 18, 640, 640, 704, 1024, 1152, rows[-1]]
     assert all(n <= b < n * 1.125 + 1 for n, b in zip(range(1, 5000), (
-        int(b) for b in tf.map_fn(activations.bucketed_rows, tf.range(1, 5000)))))
+        int(b) for b in tf.map_fn(row_buckets.bucketed_rows, tf.range(1, 5000)))))
 
 
 def norms_alike(classes, policy):
@@ -240,6 +240,38 @@ def test_fused_layer_norm_is_the_closed_form_one_with_its_gradient(policy, rtol,
     kernels = {op.type for op in tf.function(lambda: outputs_and_gradients(fused))
                .get_concrete_function().graph.get_operations()}
     assert kernels.isdisjoint({"Mean", "SquaredDifference", "Rsqrt"})
+
+
+@pytest.mark.parametrize("policy, rtol, atol", [("float32", 1e-5, 1e-5),
+                                                 ("mixed_bfloat16", 2.0 ** -7, 2e-2)])
+def test_a_fused_layer_norm_of_rows_unknown_until_run_time_is_the_closed_form_one(
+        policy, rtol, atol):
+    """21 rows, traced as unknown: the kernels run over them padded to a bucket of 22
+    (`row_buckets`), the padding cut off the outputs and the gradients, and left out of
+    the scale's and shift's."""
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(3.0, 2.0, (3, 7, 16)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(3, 7, 16)), tf.float32)
+    weights = [rng.normal(1.0, 0.5, 16), rng.normal(0.0, 0.5, 16)]
+    results = []
+    for cls in (FusedLayerNormalization, ClosedFormLayerNormalization):
+        norm = cls(epsilon=1e-3, dtype=policy)
+        norm.build(x.shape)
+        norm.set_weights(weights)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None, 16])] * 2)
+        def outputs_and_gradients(x, upstream):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                outputs = norm(x)
+            return [outputs, *tape.gradient(outputs, [x, *norm.trainable_variables],
+                                            tf.cast(upstream, outputs.dtype))]
+
+        results.append([tf.cast(t, tf.float32).numpy()
+                        for t in outputs_and_gradients(x, upstream)])
+    for mine, theirs in zip(*results):
+        assert mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, rtol=rtol, atol=atol * np.abs(theirs).max())
 
 
 @pytest.mark.parametrize("in_xla", [False, True])

@@ -192,27 +192,29 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
 
 
 
-def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_sixteen_bit_dropout(
+def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_16_bit_dropout(
         pretrained_dir, tmp_path, monkeypatch):
     """In bfloat16, where TensorFlow's GELU is a dozen slow passes and Keras's dropout draws
     a bfloat16 of 128 values, short-input fine-tuning takes the fused GELU, traced for rows
     unknown until run time (its kernels then run over them padded to a bucket), and the
-    16-bit dropout (`RuntimeOptions.for_run`); still no other XLA kernel, and
+    16-bit dropout (`RuntimeOptions.for_run`); not the other kernels, unless told: with
+    --fused_layer_norm its layer norms too (their kernels pad rows as the GELU's do);
     --nosixteen_bit_dropout keeps Keras's dropout."""
-    from electra_tf.layers import activations, fused_dropout, fused_layer_normalization
+    from electra_tf.layers import activations, fused_dropout
+    from electra_tf.layers.fused_layer_normalization import FusedLayerNormalization
     from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
     from electra_tf.models import task
 
-    kernels = (fused_dropout._dropout_mask, fused_layer_normalization._forward)
-    before = traces(*kernels)
+    before = traces(fused_dropout._dropout_mask)
     held, gelu_inputs = [], []
     original, gelu = task.training_kernels, activations._gelu
 
     @contextlib.contextmanager
     def recorded(model, options):
         with original(model, options):
-            held.append(sum(isinstance(layer, SixteenBitDropout)
-                            for layer in model._flatten_layers()))
+            layers = list(model._flatten_layers())
+            held.append([sum(isinstance(layer, kind) for layer in layers)
+                         for kind in (SixteenBitDropout, FusedLayerNormalization)])
             yield
 
     def recorded_gelu(x, bias):
@@ -226,12 +228,14 @@ def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_sixteen_bi
                          epochs=1)
     finetune(cfg, pretrained_dir, train, None, str(tmp_path / "out"),
              runtime=RuntimeOptions(mixed_precision="bf16"))
-    assert traces(*kernels) == before
+    assert traces(fused_dropout._dropout_mask) == before
     assert gelu_inputs and all(shape[0] is None and dtype == tf.bfloat16
                                for shape, dtype in gelu_inputs)
     finetune(cfg, pretrained_dir, train, None, str(tmp_path / "keras_dropout"),
-             runtime=RuntimeOptions(mixed_precision="bf16", sixteen_bit_dropout=False))
-    assert held[0] > 0 and held[1] == 0
+             runtime=RuntimeOptions(mixed_precision="bf16", sixteen_bit_dropout=False,
+                                    fused_layer_norm=True))
+    assert held[0][0] > 0 and held[0][1] == 0 and held[1][0] == 0 and held[1][1] > 0
+    assert traces(fused_dropout._dropout_mask) == before
 
 
 @pytest.mark.parametrize("asked, few_shapes, bfloat16, kernels", [
@@ -239,6 +243,7 @@ def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_sixteen_bi
     (RuntimeOptions(), False, True, (True, False, False, True)),
     (RuntimeOptions(), True, True, (True, True, True, False)),
     (RuntimeOptions(sixteen_bit_dropout=False), False, True, (True, False, False, False)),
+    (RuntimeOptions(fused_layer_norm=True), False, True, (True, False, True, True)),
     (RuntimeOptions(fused_dropout=False), True, True, (True, False, True, True)),
     (RuntimeOptions(fused_dropout=True), False, False, (False, True, False, False)),
 ])

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from electra_tf import traced
 from electra_tf.layers.bfloat16_rounding import narrow
+from electra_tf.layers.row_buckets import padded_rows, rows_known
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -80,31 +81,10 @@ def fused_gelu_of_sum(x, bias):
     (`flat_dense`).
 
     Where `x`'s rows are unknown until run time (batches of sentences, each as long as its
-    longest), the kernels run over them padded with zeros to `bucketed_rows`: XLA compiles
-    a kernel for every shape it meets, and the buckets bound them (an epoch of the demo
-    sentiment texts in batches of 16: 15-17 buckets against 44-49 shapes, 3.6% more rows
-    on average). The padding costs a copy each way."""
-    if x.shape[0] is not None:
+    longest), the kernels run over them padded to a bucket (`row_buckets`), so that XLA
+    compiles a few kernels, not one for every batch. The padding costs a copy each way."""
+    if rows_known(x):
         return _gelu(x, bias), lambda upstream: _gelu_backward(x, bias, upstream)
-    rows = tf.shape(x)[0]
-    padding = [[0, bucketed_rows(rows) - rows], [0, 0]]
-    padded = tf.pad(x, padding)  # no copy where the rows fill their bucket
+    padded, rows = padded_rows(x)
     return _gelu(padded, bias)[:rows], lambda upstream: _gelu_backward(
-        padded, bias, tf.pad(upstream, padding))[:rows]
-
-
-# Eight buckets an octave, each a multiple of an eighth of the octave's power of two (1-15
-# rows each their own): at most 12.5% padding, ~150 buckets up to 2^21 rows.
-ROW_BUCKETS = tuple(sorted({step * multiple for shift in range(21)
-                            for step in [max(1, 2 ** shift // 8)]
-                            for multiple in range(8 if shift >= 3 else 1, 16)
-                            if step * multiple >= 2 ** shift}))
-
-
-def bucketed_rows(rows):
-    """The rows of the bucket that `rows` (a scalar int32 tensor) falls in: the next of
-    `ROW_BUCKETS` at or above it, or `rows` itself beyond them."""
-    buckets = tf.constant(ROW_BUCKETS, tf.int32)
-    at = tf.searchsorted(buckets, tf.reshape(rows, [1]))[0]
-    return tf.where(at < len(ROW_BUCKETS),
-                    tf.gather(buckets, tf.minimum(at, len(ROW_BUCKETS) - 1)), rows)
+        padded, bias, padded_rows(upstream)[0])[:rows]

@@ -25,6 +25,7 @@ from electra_tf.layers.bfloat16_rounding import narrow
 from electra_tf.layers.closed_form_layer_normalization import (
     ClosedFormLayerNormalization, layer_normalization, normalization_gradients,
     normalize_with_statistics)
+from electra_tf.layers.row_buckets import padded_rows, rows_known
 
 
 @traced.function(jit_compile=True)
@@ -41,12 +42,31 @@ def _backward(x, gamma, mean, reciprocal_std, upstream):
     return narrow(inputs_gradient, x.dtype), scaled_normalized
 
 
+def _forward_in_buckets(x, gamma, beta, epsilon):
+    padded, rows = padded_rows(x)
+    outputs, mean, reciprocal_std = _forward(padded, gamma, beta, epsilon)
+    return tf.reshape(outputs[:rows], tf.shape(x)), mean, reciprocal_std
+
+
+def _backward_in_buckets(x, gamma, mean, reciprocal_std, upstream):
+    inputs_gradient, scaled_normalized = _backward(
+        padded_rows(x)[0], gamma, mean, reciprocal_std, padded_rows(upstream)[0])
+    rows = tf.size(x) // x.shape[-1]
+    return (tf.reshape(inputs_gradient[:rows], tf.shape(x)),
+            tf.reshape(scaled_normalized[:rows], tf.shape(x)))
+
+
 def fused_layer_normalization(x, gamma, beta, epsilon: float):
     """`x` (any float dtype) normalized over its last axis, scaled by `gamma` and shifted by
-    `beta` (float32), computed in float32; the output in `x`'s dtype."""
+    `beta` (float32), computed in float32; the output in `x`'s dtype. Where `x`'s rows are
+    unknown until run time, the kernels run over them padded to a bucket (`row_buckets`):
+    a few kernels compiled, not one for every batch shape (the statistics between the two
+    directions keep the padded rows)."""
+    forward, backward = ((_forward, _backward) if rows_known(x)
+                         else (_forward_in_buckets, _backward_in_buckets))
     return layer_normalization(x, gamma, beta, tf.constant(epsilon, tf.float32),
-                               forward=_forward, backward=_backward,
-                               inference=lambda *arguments: _forward(*arguments)[0])
+                               forward=forward, backward=backward,
+                               inference=lambda *arguments: forward(*arguments)[0])
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

@@ -24,8 +24,7 @@ from electra_tf.errors import ConfigError
 from electra_tf.layers.activations import fused_gelu, gelu
 from electra_tf.layers.encoder import ElectraEncoder
 from electra_tf.layers.fused_dropout import FusedDropout, swap_dropouts
-from electra_tf.layers.fused_layer_normalization import (FusedLayerNormalization,
-                                                           use_fused_layer_norms)
+from electra_tf.layers.fused_layer_normalization import use_fused_layer_norms
 from electra_tf.layers.sixteen_bit_dropout import SixteenBitDropout
 from electra_tf.tf_runtime import accelerator_visible, bfloat16_products_accumulate_in_float32
 from electra_tf.training.runtime_options import PRECISIONS, RuntimeOptions
@@ -173,10 +172,9 @@ def _note_sixteen_bits_unused() -> None:
 
 def runs_training_kernels(model) -> bool:
     """Whether a built `model` runs any of the XLA training kernels that compile for every
-    shape (`use_training_kernels`): the dropouts' and layer norms'; the GELU's bound
-    theirs itself (`layers.activations.fused_gelu_of_sum`)."""
-    return any(isinstance(layer, (FusedDropout, FusedLayerNormalization))
-               for layer in model._flatten_layers())
+    shape (`use_training_kernels`): the dropouts'; the GELU's and layer norms' bound theirs
+    themselves (`layers.row_buckets`)."""
+    return any(isinstance(layer, FusedDropout) for layer in model._flatten_layers())
 
 
 @contextlib.contextmanager

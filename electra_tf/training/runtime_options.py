@@ -36,7 +36,8 @@ class RuntimeOptions:
     # unaffected.
     fused_dropout: Optional[bool] = None
     # Every layer norm as one small XLA kernel each way (`layers.fused_layer_normalization`):
-    # the same function, computed in float32; exports are unaffected.
+    # the same function, computed in float32 (also for bfloat16 inputs, without Keras's
+    # casts); exports are unaffected.
     fused_layer_norm: Optional[bool] = None
     # Keras's dropouts (where the fused ones do not run) deciding by 16 random bits a value
     # (`layers.sixteen_bit_dropout`): half the random numbers drawn, each value dropped with
@@ -55,11 +56,12 @@ class RuntimeOptions:
         longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
         instead of 92 (docs/results.md, twentieth pass). Pretraining's batches have one
         shape; fine-tuning's on long inputs (`models.task.LONG_INPUT_LENGTH`) end at one of a
-        few lengths (`models.task.bucketed_length`). The fused GELU runs over a batch's rows
-        padded to one of a few sizes (`layers.activations.fused_gelu_of_sum`), which pays
-        in bfloat16, where TensorFlow's own GELU is a dozen slow bfloat16 passes: short-input
-        fine-tuning steps 0.80x the time; in float32 0.97-1.02x, less than its
-        compilations cost a short run (docs/results.md, seventieth pass)."""
+        few lengths (`models.task.bucketed_length`). The fused GELU and layer norms run over a
+        batch's rows padded to one of a few sizes (`layers.row_buckets`). That pays for the
+        GELU in bfloat16, where TensorFlow's own is a dozen slow bfloat16 passes:
+        short-input fine-tuning steps 0.80x the time. Not for the layer norms (0.96x, but
+        ~0.5 s of compiling a bucket: 1.12x over 100 steps), nor for the GELU in float32
+        (0.97-1.02x) (docs/results.md, seventieth pass)."""
         unset = {"fused_gelu": few_shapes or bfloat16, "fused_dropout": few_shapes,
                  "fused_layer_norm": few_shapes}
         run = dataclasses.replace(self, **{
