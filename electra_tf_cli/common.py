@@ -193,8 +193,8 @@ def define_runtime_flags() -> None:
                       "kernels (forward, backward), over each batch padded to one of a few "
                       "sizes where its shape changes: same values, faster on CPUs. "
                       "--nofused_gelu for TensorFlow's separate ops. " + kernels
-                      + " Also on for shorter fine-tuning under --mixed_precision bf16 "
-                      "(TensorFlow's bf16 GELU is slow: ~20% shorter steps).")
+                      + " Also on for shorter fine-tuning under --mixed_precision bf16 on "
+                      "CPUs (TensorFlow's bf16 GELU is slow there: ~20% shorter steps).")
     flags.DEFINE_bool("fused_dropout", None, "Run every dropout as small XLA kernels (the "
                       "mask from XLA's vectorised random generator, drawn ahead of its input; "
                       "the kept values scaled): the same distribution, faster on CPUs. "
@@ -207,9 +207,9 @@ def define_runtime_flags() -> None:
                       "by 16 random bits instead of a float: half the random numbers drawn "
                       "(~2% shorter float32 steps, ~5% bf16, on a 2-core Sapphire Rapids), "
                       "each value dropped with probability round(rate x 65536) / 65536 "
-                      "(0.1000061 for 0.1). Default: on under --mixed_precision bf16, where "
-                      "Keras's draws drop 0.1016 for 0.1 (128 values); off in float32, where "
-                      "they give the rate itself.")
+                      "(0.1000061 for 0.1). Default: on under --mixed_precision bf16 on CPUs, "
+                      "where Keras's draws drop 0.1016 for 0.1 (128 values); off in float32, "
+                      "where they give the rate itself.")
 
 
 def runtime_options():

@@ -249,7 +249,7 @@ def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_16_bit_dro
 ])
 def test_a_runs_unset_kernels_follow_its_shapes_and_precision(asked, few_shapes, bfloat16,
                                                               kernels):
-    told = asked.for_run(few_shapes=few_shapes, bfloat16=bfloat16)
+    told = asked.for_run(few_shapes=few_shapes, cpu_bfloat16=bfloat16)
     assert (told.fused_gelu, told.fused_dropout, told.fused_layer_norm,
             told.sixteen_bit_dropout) == kernels
 

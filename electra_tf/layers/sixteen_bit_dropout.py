@@ -1,5 +1,6 @@
 """`SixteenBitDropout`: Keras's `Dropout` deciding by 16 random bits a value instead of a
-float drawn from 32 (`RuntimeOptions.sixteen_bit_dropout`: on by default in bfloat16).
+float drawn from 32 (`RuntimeOptions.sixteen_bit_dropout`: on by default in bfloat16 on
+CPUs).
 
 Written by hand because neither Keras nor TensorFlow draws fewer bits for a dropout.
 TensorFlow's Philox generator is most of a Keras dropout's cost on CPUs (314 of 387 us at

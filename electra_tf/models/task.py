@@ -32,7 +32,8 @@ from electra_tf.traced import concrete_calls
 from electra_tf.training import finetuning_recipe, optimization
 from electra_tf.training.graph_optimization import (one_optimization_round,
                                                      optimized_in_one_round)
-from electra_tf.training.runtime import runs_training_kernels, training_kernels
+from electra_tf.training.runtime import (cpu_bfloat16, runs_training_kernels,
+                                         training_kernels)
 from electra_tf.training.runtime_options import RuntimeOptions
 
 # Keras's default batch size, which `fit` uses when given arrays without one.
@@ -200,7 +201,7 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         against 17.3-17.6, compilations included; sentences of ~40 positions 0.94-0.97x.
         Shorter packings keep their exact lengths and the layers' own kernels: a short run
         would spend more on compiling than the kernels save. Models computing in bfloat16
-        take the fused GELU there too, over each batch's rows padded to one of a few sizes
+        on a CPU take the fused GELU there too, over each batch's rows padded to one of a few sizes
         (`RuntimeOptions.for_run` says why). The kernels are the layers' own again after
         `fit`; its functions keep what they traced."""
         shuffle = optimization.fit_shuffle(x, shuffle)
@@ -231,7 +232,8 @@ class ElectraTask(keras_hub.models.Task, metaclass=SubclassedTaskType):
         long_inputs = (self.packed_length(x) or 0) >= LONG_INPUT_LENGTH
         kernels = self.training_kernels.for_run(
             few_shapes=long_inputs and not self.jit_compile,
-            bfloat16=self.encoder.compute_dtype == "bfloat16" and not self.jit_compile)
+            cpu_bfloat16=cpu_bfloat16(self.encoder.compute_dtype == "bfloat16")
+            and not self.jit_compile)
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
             return super().fit(without_autotuning(x), y, batch_size=batch_size, epochs=epochs,
                                steps_per_epoch=steps_per_epoch, shuffle=shuffle,

@@ -16,7 +16,7 @@ from electra_tf.pretraining.objectives.base import accuracy
 from electra_tf.pretraining.sampling import replace_tokens, sample_tokens
 from electra_tf.training.graph_optimization import one_optimization_round
 from electra_tf.training.optimization import build_optimizer_before_fit, fit_shuffle
-from electra_tf.training.runtime import training_kernels
+from electra_tf.training.runtime import cpu_bfloat16, training_kernels
 from electra_tf.training.runtime_options import RuntimeOptions
 
 
@@ -154,7 +154,7 @@ class ElectraPretrainer(keras.Model):
             kwargs["validation_data"] = without_autotuning(kwargs["validation_data"])
         # Batches of one shape: the kernels left unset (None) are on, as in the command.
         kernels = self.training_kernels.for_run(
-            few_shapes=True, bfloat16=self.compute_dtype == "bfloat16")
+            few_shapes=True, cpu_bfloat16=cpu_bfloat16(self.compute_dtype == "bfloat16"))
         with one_optimization_round(self.compute_dtype), training_kernels(self, kernels):
             return super().fit(without_autotuning(x), *args, **kwargs)
 

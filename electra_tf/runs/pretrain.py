@@ -205,7 +205,8 @@ def build_model(config: ElectraConfig, runtime: Optional[RuntimeOptions] = None)
     it for loss scaling (the scale is not saved: it re-adapts within a few steps).
     """
     runtime = runtime or RuntimeOptions()
-    runtime = runtime.for_run(few_shapes=True, bfloat16=runtime.mixed_precision == "bf16")
+    on_cpu = runtime_lib.cpu_bfloat16(runtime.mixed_precision == "bf16")
+    runtime = runtime.for_run(few_shapes=True, cpu_bfloat16=on_cpu)
     with runtime_lib.precision(runtime.mixed_precision):
         model = ElectraPretrainer(config, activation=runtime.encoder_activation)
         model.build_all()

@@ -130,6 +130,12 @@ def precision(mixed_precision: str):
         keras.config.set_dtype_policy(previous)
 
 
+def cpu_bfloat16(bfloat16: bool) -> bool:
+    """Whether a model that computes in bfloat16 (`bfloat16`) does so on the CPU, where
+    `RuntimeOptions.for_run` turns on what was measured to pay there."""
+    return bfloat16 and not accelerator_visible()
+
+
 def use_training_kernels(model, options: RuntimeOptions) -> list:
     """Gives a built model the training-only kernels `options` asks for: its dropouts' and
     layer norms' classes, and the GELU of encoders built with `gelu` (runs build theirs

@@ -29,7 +29,7 @@ class RuntimeOptions:
     # The three training kernels below: None leaves each to the run (`for_run`).
     # The encoders' GELU as two small XLA kernels (`layers.activations.fused_gelu`): same
     # values, ~5% faster ELECTRA-Small steps on 2 CPU cores (README), ~20% faster
-    # bfloat16 fine-tuning on short inputs. Weights are unaffected.
+    # bfloat16 fine-tuning on short inputs on CPUs. Weights are unaffected.
     fused_gelu: Optional[bool] = None
     # Every dropout as small XLA kernels (`layers.fused_dropout`: the mask, then the kept
     # values scaled, each way): the same distribution, other random draws; exports are
@@ -42,33 +42,35 @@ class RuntimeOptions:
     # Keras's dropouts (where the fused ones do not run) deciding by 16 random bits a value
     # (`layers.sixteen_bit_dropout`): half the random numbers drawn, each value dropped with
     # probability round(rate x 2^16) / 2^16 (0.1000061 for 0.1). None: on for models that
-    # compute in bfloat16, whose Keras dropout decides by a bfloat16 draw of 128 values
+    # compute in bfloat16 on a CPU, whose Keras dropout decides by a bfloat16 draw of 128 values
     # (0.1016 for 0.1), so 16 bits are nearer the rate and faster (~5%); off in float32,
     # where Keras's draws give the rate to 2^-23. Exports are unaffected.
     sixteen_bit_dropout: Optional[bool] = None
 
-    def for_run(self, few_shapes: bool, bfloat16: bool = False) -> "RuntimeOptions":
+    def for_run(self, few_shapes: bool, cpu_bfloat16: bool = False) -> "RuntimeOptions":
         """These options, each training kernel left unset (None) turned on if the run's
         batches come in few shapes and off if not; the GELU's also on for models that
-        compute in bfloat16 (`bfloat16`), as are, unset, the 16-bit decisions of the
-        dropouts that stay Keras's (above). XLA compiles a kernel for every shape it meets:
-        one fine-tuning epoch on the demo sentiment texts, each batch ending after its
-        longest example, compiled 597 for a `tiny` model and took ELECTRA-Small 179 s
-        instead of 92 (docs/results.md, twentieth pass). Pretraining's batches have one
-        shape; fine-tuning's on long inputs (`models.task.LONG_INPUT_LENGTH`) end at one of a
-        few lengths (`models.task.bucketed_length`). The fused GELU and layer norms run over a
-        batch's rows padded to one of a few sizes (`layers.row_buckets`). That pays for the
-        GELU in bfloat16, where TensorFlow's own is a dozen slow bfloat16 passes:
-        short-input fine-tuning steps 0.80x the time. Not for the layer norms (0.96x, but
-        ~0.5 s of compiling a bucket: 1.12x over 100 steps), nor for the GELU in float32
-        (0.97-1.02x) (docs/results.md, seventieth pass)."""
-        unset = {"fused_gelu": few_shapes or bfloat16, "fused_dropout": few_shapes,
+        compute in bfloat16 on a CPU (`cpu_bfloat16`, `training.runtime.cpu_bfloat16`), as
+        are, unset, the 16-bit decisions of the dropouts that stay Keras's (above).
+        Accelerators keep the float32 rules: these were measured on CPUs. XLA compiles a
+        kernel for every shape it meets: one fine-tuning epoch on the demo sentiment texts,
+        each batch ending after its longest example, compiled 597 for a `tiny` model and
+        took ELECTRA-Small 179 s instead of 92 (docs/results.md, twentieth pass).
+        Pretraining's batches have one shape; fine-tuning's on long inputs
+        (`models.task.LONG_INPUT_LENGTH`) end at one of a few lengths
+        (`models.task.bucketed_length`). The fused GELU and layer norms run over a batch's
+        rows padded to one of a few sizes (`layers.row_buckets`). That pays for the GELU in
+        bfloat16, where TensorFlow's own is a dozen slow bfloat16 passes: short-input
+        fine-tuning steps 0.80x the time. Not for the layer norms (0.96x, but ~0.5 s of
+        compiling a bucket: 1.12x over 100 steps), nor for the GELU in float32 (0.97-1.02x)
+        (docs/results.md, seventieth pass)."""
+        unset = {"fused_gelu": few_shapes or cpu_bfloat16, "fused_dropout": few_shapes,
                  "fused_layer_norm": few_shapes}
         run = dataclasses.replace(self, **{
             name: on if getattr(self, name) is None else getattr(self, name)
             for name, on in unset.items()})
         if run.sixteen_bit_dropout is None:
-            run.sixteen_bit_dropout = bfloat16 and not run.fused_dropout
+            run.sixteen_bit_dropout = cpu_bfloat16 and not run.fused_dropout
         return run
 
     @property
