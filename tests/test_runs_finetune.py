@@ -190,8 +190,6 @@ def test_fine_tuning_calls_no_xla_kernel_unless_told_to(pretrained_dir, tmp_path
     assert traces(*kernels) == before
 
 
-
-
 def test_bfloat16_fine_tuning_on_short_inputs_runs_the_fused_gelu_and_16_bit_dropout(
         pretrained_dir, tmp_path, monkeypatch):
     """In bfloat16, where TensorFlow's GELU is a dozen slow passes and Keras's dropout draws
