@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from electra_tf import traced
 from electra_tf.layers.bfloat16_rounding import narrow
-from electra_tf.layers.row_buckets import padded_rows, rows_known
+from electra_tf.layers.row_buckets import as_rows, padded_rows, rows_known
 
 _SQRT_HALF = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -68,10 +68,9 @@ GELU = "electra_tf>gelu"  # the activation of every dense layer the paper gives 
 @tf.custom_gradient
 def fused_gelu(x):
     """Exact GELU, `x * Phi(x)`, of a float tensor of any shape; same shape and dtype."""
-    flat = tf.reshape(x, (-1, x.shape[-1] or tf.shape(x)[-1]))
-    outputs, gradient = fused_gelu_of_sum(flat, tf.zeros([], x.dtype))
+    outputs, gradient = fused_gelu_of_sum(as_rows(x), tf.zeros([], x.dtype))
     return tf.reshape(outputs, tf.shape(x)), lambda upstream: tf.reshape(
-        gradient(tf.reshape(upstream, tf.shape(flat))), tf.shape(x))
+        gradient(as_rows(upstream)), tf.shape(x))
 
 
 def fused_gelu_of_sum(x, bias):

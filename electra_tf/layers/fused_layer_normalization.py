@@ -49,9 +49,9 @@ def _forward_in_buckets(x, gamma, beta, epsilon):
 
 
 def _backward_in_buckets(x, gamma, mean, reciprocal_std, upstream):
+    padded, rows = padded_rows(x)
     inputs_gradient, scaled_normalized = _backward(
-        padded_rows(x)[0], gamma, mean, reciprocal_std, padded_rows(upstream)[0])
-    rows = tf.size(x) // x.shape[-1]
+        padded, gamma, mean, reciprocal_std, padded_rows(upstream)[0])
     return (tf.reshape(inputs_gradient[:rows], tf.shape(x)),
             tf.reshape(scaled_normalized[:rows], tf.shape(x)))
 

@@ -24,11 +24,16 @@ def bucketed_rows(rows):
                     tf.gather(buckets, tf.minimum(at, len(ROW_BUCKETS) - 1)), rows)
 
 
+def as_rows(x):
+    """`x` as a 2-D tensor: rows of its last axis."""
+    return tf.reshape(x, (-1, x.shape[-1] or tf.shape(x)[-1]))
+
+
 def padded_rows(x):
-    """(`x` as a 2-D tensor of its last axis, its rows padded with zeros to their bucket;
-    the rows before padding, an int32 scalar). `tf.pad` hands its input on uncopied where
-    the rows fill their bucket."""
-    flat = tf.reshape(x, (-1, x.shape[-1] or tf.shape(x)[-1]))
+    """(`as_rows(x)`, its rows padded with zeros to their bucket; the rows before padding,
+    an int32 scalar). `tf.pad` hands its input on uncopied where the rows fill their
+    bucket."""
+    flat = as_rows(x)
     rows = tf.shape(flat)[0]
     return tf.pad(flat, [[0, bucketed_rows(rows) - rows], [0, 0]]), rows
 
